@@ -1,0 +1,115 @@
+package informers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-k8s/courier/keys"
+)
+
+// SecretFieldSelector leaves Helm release Secrets out of every list and watch.
+var SecretFieldSelector = fields.OneTermNotEqualSelector("type", keys.HelmReleaseType).String()
+
+// Set is the shared informers courier runs, built once in main and handed to
+// every controller.
+type Set struct {
+	factory informers.SharedInformerFactory
+
+	Secrets      coreinformers.SecretInformer
+	ConfigMaps   coreinformers.ConfigMapInformer
+	Namespaces   coreinformers.NamespaceInformer
+	Deployments  appsinformers.DeploymentInformer
+	StatefulSets appsinformers.StatefulSetInformer
+	DaemonSets   appsinformers.DaemonSetInformer
+	CronJobs     batchinformers.CronJobInformer
+}
+
+// New builds every informer (so all of them start, and readiness waits for
+// all of them) without starting any. There is no resync: courier reacts to
+// changes, and resyncs would only re-deliver what the cache already holds.
+func New(client kubernetes.Interface, keep KeepValues) *Set {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(keep)))
+	s := &Set{
+		factory:      f,
+		ConfigMaps:   f.Core().V1().ConfigMaps(),
+		Namespaces:   f.Core().V1().Namespaces(),
+		Deployments:  f.Apps().V1().Deployments(),
+		StatefulSets: f.Apps().V1().StatefulSets(),
+		DaemonSets:   f.Apps().V1().DaemonSets(),
+		CronJobs:     f.Batch().V1().CronJobs(),
+	}
+	s.Secrets = secretInformer{f}
+	for _, inf := range s.all() {
+		inf.Informer()
+	}
+	return s
+}
+
+// Start starts every informer; they stop when ctx ends. Call it once, after
+// every controller has registered its handlers and indexers.
+func (s *Set) Start(ctx context.Context) {
+	s.factory.Start(ctx.Done())
+}
+
+// Shutdown waits for every informer goroutine to end after ctx is done.
+func (s *Set) Shutdown() {
+	s.factory.Shutdown()
+}
+
+// HasSynced reports whether every informer has completed its initial list.
+func (s *Set) HasSynced() bool {
+	for _, inf := range s.all() {
+		if !inf.Informer().HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until every informer has synced or ctx ends.
+func (s *Set) WaitForSync(ctx context.Context) error {
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer cache for %v did not sync: %w", typ, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+type informerGetter interface {
+	Informer() cache.SharedIndexInformer
+}
+
+func (s *Set) all() []informerGetter {
+	return []informerGetter{s.Secrets, s.ConfigMaps, s.Namespaces, s.Deployments, s.StatefulSets, s.DaemonSets, s.CronJobs}
+}
+
+// secretInformer is the factory's Secret informer with the Helm field
+// selector; the factory applies it only to this one type.
+type secretInformer struct {
+	f informers.SharedInformerFactory
+}
+
+func (i secretInformer) Informer() cache.SharedIndexInformer {
+	return i.f.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredSecretInformer(c, metav1.NamespaceAll, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) { o.FieldSelector = SecretFieldSelector })
+	})
+}
+
+func (i secretInformer) Lister() corelisters.SecretLister {
+	return corelisters.NewSecretLister(i.Informer().GetIndexer())
+}

@@ -1,0 +1,208 @@
+package informers
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/keys"
+)
+
+const secretValue = "hunter2-super-secret-value"
+
+func allowPlatform(ns string) bool { return ns == "platform" }
+
+type objOpt func(*metav1.ObjectMeta)
+
+func inNamespace(ns string) objOpt { return func(m *metav1.ObjectMeta) { m.Namespace = ns } }
+func annotated(k, v string) objOpt {
+	return func(m *metav1.ObjectMeta) {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[k] = v
+	}
+}
+func labelled(k, v string) objOpt {
+	return func(m *metav1.ObjectMeta) {
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[k] = v
+	}
+}
+
+func meta(opts ...objOpt) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Name:          "obj",
+		Namespace:     "platform",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		Annotations: map[string]string{
+			corev1.LastAppliedConfigAnnotation: `{"data":{"password":"` + secretValue + `"}}`,
+			"team": "a",
+		},
+	}
+	for _, o := range opts {
+		o(&m)
+	}
+	return m
+}
+
+func secret(opts ...objOpt) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: meta(opts...),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"password": []byte(secretValue), "user": []byte("admin")},
+	}
+}
+
+func configMap(opts ...objOpt) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: meta(opts...),
+		Data:       map[string]string{"password": secretValue},
+		BinaryData: map[string][]byte{"blob": []byte(secretValue)},
+	}
+}
+
+func transform(t *testing.T, obj any) any {
+	t.Helper()
+	out, err := Transform(SourcesIn(allowPlatform))(obj)
+	if err != nil {
+		t.Fatalf("transform: %v", err)
+	}
+	return out
+}
+
+// leaks reports whether the serialized object holds the secret value, plain or base64.
+func leaks(t *testing.T, obj any) bool {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	return strings.Contains(s, secretValue) || strings.Contains(s, base64.StdEncoding.EncodeToString([]byte(secretValue)))
+}
+
+func TestTransformSecretsAndConfigMaps(t *testing.T) {
+	tests := []struct {
+		name       string
+		obj        metav1.Object
+		keepValues bool
+	}{
+		{"plain secret", secret(), false},
+		{"replica secret", secret(labelled(keys.Replica, "true"), annotated(keys.Source, "platform/obj")), false},
+		{"source secret", secret(annotated(keys.ReplicateTo, "*")), true},
+		{"protected secret", secret(labelled(keys.Protect, "true")), true},
+		{"protect=false secret", secret(labelled(keys.Protect, "false")), false},
+		{"source outside allowed namespaces", secret(inNamespace("tenant"), annotated(keys.ReplicateTo, "*")), false},
+		{"plain configmap", configMap(), false},
+		{"source configmap", configMap(annotated(keys.ReplicateTo, "env=prod")), true},
+		{"protected configmap elsewhere", configMap(inNamespace("tenant"), labelled(keys.Protect, "true")), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := entries(tt.obj)
+			out := transform(t, tt.obj).(metav1.Object)
+
+			if got := out.GetManagedFields(); got != nil {
+				t.Errorf("managedFields kept: %v", got)
+			}
+			if _, ok := out.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok {
+				t.Errorf("last-applied annotation kept")
+			}
+			if out.GetAnnotations()["team"] != "a" {
+				t.Errorf("user annotation lost: %v", out.GetAnnotations())
+			}
+			if got := content.IsDigested(out); got == tt.keepValues {
+				t.Errorf("IsDigested = %v, want %v", got, !tt.keepValues)
+			}
+			if got := leaks(t, out); got != tt.keepValues {
+				t.Errorf("secret value present = %v, want %v", got, tt.keepValues)
+			}
+			// Digested or not, the per-key digests are what they were.
+			if diff := cmp.Diff(before, entries(out)); diff != "" {
+				t.Errorf("per-key digests changed (-want +got):\n%s", diff)
+			}
+			// Idempotent: a second pass changes nothing.
+			again := transform(t, out)
+			if diff := cmp.Diff(out, again); diff != "" {
+				t.Errorf("second transform changed the object (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func entries(obj metav1.Object) map[string]content.Entry {
+	var es []content.Entry
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		es = content.SecretEntries(o)
+	case *corev1.ConfigMap:
+		es = content.ConfigMapEntries(o)
+	}
+	out := map[string]content.Entry{}
+	for _, e := range es {
+		out[e.Key] = e
+	}
+	return out
+}
+
+func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
+	d := &appsv1.Deployment{
+		ObjectMeta: meta(annotated(keys.Reload, "true")),
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{keys.ConfigHash: "abc"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name:    "app",
+				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
+			}}},
+		}},
+		Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2},
+	}
+	wantSpec := d.Spec.DeepCopy()
+	out := transform(t, d).(*appsv1.Deployment)
+	if diff := cmp.Diff(*wantSpec, out.Spec); diff != "" {
+		t.Errorf("spec changed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(appsv1.DeploymentStatus{}, out.Status); diff != "" {
+		t.Errorf("status kept (-want +got):\n%s", diff)
+	}
+	if out.ManagedFields != nil || out.Annotations[corev1.LastAppliedConfigAnnotation] != "" {
+		t.Errorf("managedFields or last-applied kept")
+	}
+	if out.Annotations[keys.Reload] != "true" {
+		t.Errorf("courier annotation lost")
+	}
+}
+
+func TestTransformNamespaceKeepsLabelsAndPhase(t *testing.T) {
+	now := metav1.Now()
+	ns := &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"env": "prod"}, DeletionTimestamp: &now,
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}},
+		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating, Conditions: []corev1.NamespaceCondition{{Type: "x"}}},
+	}
+	out := transform(t, ns).(*corev1.Namespace)
+	want := &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"env": "prod"}, DeletionTimestamp: &now},
+		Status:     corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating},
+	}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestSecretFieldSelectorExcludesHelm(t *testing.T) {
+	if got, want := SecretFieldSelector, "type!=helm.sh/release.v1"; got != want {
+		t.Errorf("SecretFieldSelector = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,47 @@
+// Package keys holds the names courier reads and writes on Kubernetes objects:
+// label and annotation keys under courier.dev/, and the field manager of every
+// write. It holds names only; no behaviour.
+package keys
+
+const (
+	// Prefix of every key courier owns.
+	Prefix = "courier.dev/"
+
+	// FieldManager is the field manager of every write courier makes.
+	FieldManager = "courier"
+
+	// ReplicateTo (annotation, on a source) is a namespace label selector.
+	ReplicateTo = Prefix + "replicate-to"
+	// Protect (label, on a source) asks the guard to protect it.
+	Protect = Prefix + "protect"
+	// Reload (annotation, on a source or a workload) opts into reloads ("true")
+	// or, on a workload, out of them ("false").
+	Reload = Prefix + "reload"
+	// ReloadOn (annotation, on a workload) lists "secret/a, configmap/b".
+	ReloadOn = Prefix + "reload-on"
+	// Replication (label, on a namespace) set to "disabled" excludes it.
+	Replication = Prefix + "replication"
+
+	// Replica (label) marks an object courier created as a replica.
+	Replica = Prefix + "replica"
+	// Source (annotation, on a replica) is "<namespace>/<name>" of its source.
+	Source = Prefix + "source"
+	// ContentHash (annotation, on a replica) is the sha256 of its content.
+	ContentHash = Prefix + "content-hash"
+	// ConfigHash (annotation, on a pod template) is the sha256 of the consumed
+	// keys and values; changing it is what rolls a workload out.
+	ConfigHash = Prefix + "config-hash"
+	// ReloadedFor (annotation, on a workload) names what changed last.
+	ReloadedFor = Prefix + "reloaded-for"
+
+	// ManagedBy is the well-known label set to ManagedByValue on replicas.
+	ManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedByValue = "courier"
+
+	// NamespaceName is the label the API server sets on every namespace.
+	NamespaceName = "kubernetes.io/metadata.name"
+
+	// HelmReleaseType is the Secret type Helm stores releases in; courier
+	// never lists or watches those Secrets.
+	HelmReleaseType = "helm.sh/release.v1"
+)
