@@ -46,7 +46,7 @@ func meta(opts ...objOpt) metav1.ObjectMeta {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 		Annotations: map[string]string{
 			corev1.LastAppliedConfigAnnotation: `{"data":{"password":"` + secretValue + `"}}`,
-			"team": "a",
+			"team":                             "a",
 		},
 	}
 	for _, o := range opts {

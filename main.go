@@ -1,0 +1,168 @@
+// Command courier replicates Secrets and ConfigMaps across namespaces, guards
+// sources and replicas, and reloads the workloads that consume them.
+//
+// main parses flags into Options, builds one set of shared informers, the
+// controllers and the HTTP server, and runs them under one errgroup until a
+// signal: the first SIGINT/SIGTERM shuts down cleanly (exit 0), a second exits
+// at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/metrics"
+)
+
+func main() {
+	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "courier: %v\nRun 'courier --help' for the flags.\n", err)
+		os.Exit(2)
+	}
+	logger, err := newLogger(opts.LogLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "courier: %v\n", err)
+		os.Exit(2)
+	}
+	defer logger.Sync() //nolint:errcheck // nothing to do if stderr is gone
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		s := <-sigs
+		logger.Info("shutting down; a second signal exits at once", zap.String("signal", s.String()))
+		cancel()
+		<-sigs
+		logger.Warn("second signal: exiting now")
+		os.Exit(1)
+	}()
+
+	if err := run(ctx, opts, logger); err != nil {
+		logger.Error("courier stopped with an error", zap.Error(err))
+		logger.Sync() //nolint:errcheck
+		os.Exit(1)
+	}
+	logger.Info("courier stopped")
+}
+
+// newLogger builds the JSON logger on stderr and routes klog (client-go's own
+// logging, leader election included) through it, so every line is JSON.
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.EncoderConfig.TimeKey = "time"
+	cfg.EncoderConfig.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	cfg.Sampling = nil // never drop lines about objects courier acts on
+	logger, err := cfg.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build logger: %w", err)
+	}
+	klog.SetLogger(zapr.NewLogger(logger.Named("client-go")))
+	return logger, nil
+}
+
+func restConfig(o Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load Kubernetes client config: %w", err)
+	}
+	cfg.QPS = float32(o.KubeAPIQPS)
+	cfg.Burst = o.KubeAPIBurst
+	cfg.UserAgent = "courier"
+	return cfg, nil
+}
+
+// controller is what main runs while it leads.
+type controller interface {
+	Run(ctx context.Context) error
+}
+
+func run(ctx context.Context, o Options, logger *zap.Logger) error {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	reg := metrics.NewRegistry()
+	metrics.RegisterClientGo(reg)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("build Kubernetes client: %w", err)
+	}
+	inf := informers.New(client, informers.SourcesIn(o.SourceNamespaces.Match))
+
+	var controllers []controller // the replicator, guard and reloader join here
+
+	logger.Info("starting",
+		zap.String("namespace", o.Namespace),
+		zap.Stringer("sourceNamespaces", o.SourceNamespaces),
+		zap.Stringer("excludeNamespaces", o.ExcludeNamespaces),
+		zap.Bool("leaderElect", o.LeaderElect),
+		zap.String("metricsAddr", o.MetricsAddr))
+
+	g, ctx := errgroup.WithContext(ctx)
+	inf.Start(ctx)
+	g.Go(func() error {
+		<-ctx.Done()
+		inf.Shutdown()
+		return nil
+	})
+	g.Go(func() error {
+		return metrics.Serve(ctx, o.MetricsAddr, metrics.Handler(reg, inf.HasSynced), logger)
+	})
+	g.Go(func() error {
+		if err := inf.WaitForSync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		logger.Info("informer caches synced")
+		lead := func(ctx context.Context) error { return runControllers(ctx, controllers) }
+		if !o.LeaderElect {
+			return lead(ctx)
+		}
+		return leaderElect(ctx, client, o, reg, logger, lead)
+	})
+	return g.Wait()
+}
+
+func runControllers(ctx context.Context, cs []controller) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, c := range cs {
+		g.Go(func() error { return c.Run(ctx) })
+	}
+	g.Go(func() error { <-ctx.Done(); return nil })
+	return g.Wait()
+}

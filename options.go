@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/courier-k8s/courier/globs"
+)
+
+// Options is everything courier's flags configure. Every flag has an
+// environment twin: COURIER_ and the flag name in upper case with - as _
+// (--source-namespaces ↔ COURIER_SOURCE_NAMESPACES). A flag given on the
+// command line wins over its environment variable.
+type Options struct {
+	Kubeconfig        string
+	Namespace         string
+	SourceNamespaces  globs.List
+	ExcludeNamespaces globs.List
+	MetricsAddr       string
+	ReloadAll         bool
+	ReloadDebounce    time.Duration
+	LeaderElect       bool
+	LeaseDuration     time.Duration
+	RenewDeadline     time.Duration
+	RetryPeriod       time.Duration
+	KubeAPIQPS        float64
+	KubeAPIBurst      int
+	LogLevel          string
+}
+
+const defaultNamespace = "courier-system"
+
+// envName is the environment twin of a flag.
+func envName(flagName string) string {
+	return "COURIER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseOptions parses args (without the program name) and the environment.
+func parseOptions(args []string, getenv func(string) string, out io.Writer) (Options, error) {
+	var o Options
+	var sourceNS, excludeNS string
+	fs := flag.NewFlagSet("courier", flag.ContinueOnError)
+	fs.SetOutput(out)
+
+	ns := getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
+	fs.StringVar(&o.Namespace, "namespace", ns, "courier's own namespace: its Lease lives here, and it is the default source namespace (default: $POD_NAMESPACE, else "+defaultNamespace+")")
+	fs.StringVar(&sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
+	fs.StringVar(&excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
+	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
+	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on a Lease in --namespace; only the leader writes")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a lease that is not renewed")
+	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
+	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "sustained requests per second to the Kubernetes API (client-side limit)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the Kubernetes API above --kube-api-qps")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: courier [flags]\n\ncourier replicates Secrets and ConfigMaps across namespaces, guards them, and reloads the workloads that consume them.\n\nFlags (each has an environment twin, shown in brackets; a flag on the command line wins):\n")
+		fs.VisitAll(func(f *flag.Flag) {
+			def := f.DefValue
+			if def == "" {
+				def = `""`
+			}
+			fmt.Fprintf(fs.Output(), "  --%s  [%s]\n    \t%s (default %s)\n", f.Name, envName(f.Name), f.Usage, def)
+		})
+	}
+
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		v := getenv(envName(f.Name))
+		if set[f.Name] || v == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+		}
+	})
+	if envErr != nil {
+		return o, envErr
+	}
+
+	var err error
+	if sourceNS == "" {
+		sourceNS = o.Namespace
+	}
+	if o.SourceNamespaces, err = globs.Parse(sourceNS); err != nil {
+		return o, fmt.Errorf("--source-namespaces: %w", err)
+	}
+	if o.ExcludeNamespaces, err = globs.Parse(excludeNS); err != nil {
+		return o, fmt.Errorf("--exclude-namespaces: %w", err)
+	}
+	return o, o.validate()
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace must not be empty"))
+	}
+	if o.ReloadDebounce < 0 {
+		errs = append(errs, errors.New("--reload-debounce must not be negative"))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+		errs = append(errs, errors.New("leader election needs --lease-duration > --renew-deadline > --retry-period > 0"))
+	}
+	switch o.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/courier-k8s/courier/globs"
+)
+
+func TestParseOptions(t *testing.T) {
+	defaults := Options{
+		Namespace:        "courier-system",
+		SourceNamespaces: globs.List{"courier-system"},
+		MetricsAddr:      ":8080",
+		ReloadDebounce:   2 * time.Second,
+		LeaderElect:      true,
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
+		KubeAPIQPS:       50,
+		KubeAPIBurst:     100,
+		LogLevel:         "info",
+	}
+	with := func(f func(*Options)) Options { o := defaults; f(&o); return o }
+
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want Options
+	}{
+		{"defaults", nil, nil, defaults},
+		{"POD_NAMESPACE sets namespace and default sources", nil, map[string]string{"POD_NAMESPACE": "ops"},
+			with(func(o *Options) { o.Namespace = "ops"; o.SourceNamespaces = globs.List{"ops"} })},
+		{"env twin", nil, map[string]string{"COURIER_SOURCE_NAMESPACES": "platform, team-*", "COURIER_RELOAD_ALL": "true"},
+			with(func(o *Options) { o.SourceNamespaces = globs.List{"platform", "team-*"}; o.ReloadAll = true })},
+		{"flag wins over env", []string{"--reload-debounce=5s"}, map[string]string{"COURIER_RELOAD_DEBOUNCE": "1s"},
+			with(func(o *Options) { o.ReloadDebounce = 5 * time.Second })},
+		{"flags", []string{"--namespace=x", "--exclude-namespaces=sandbox-*", "--leader-elect=false", "--metrics-addr=127.0.0.1:9"}, nil,
+			with(func(o *Options) {
+				o.Namespace = "x"
+				o.SourceNamespaces = globs.List{"x"}
+				o.ExcludeNamespaces = globs.List{"sandbox-*"}
+				o.LeaderElect = false
+				o.MetricsAddr = "127.0.0.1:9"
+			})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseOptionsRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"bad glob", []string{"--source-namespaces=[x"}, nil},
+		{"bad env value", nil, map[string]string{"COURIER_RELOAD_ALL": "maybe"}},
+		{"bad log level", []string{"--log-level=loud"}, nil},
+		{"lease shorter than renew", []string{"--lease-duration=5s"}, nil},
+		{"stray argument", []string{"extra"}, nil},
+		{"negative debounce", []string{"--reload-debounce=-1s"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}
