@@ -19,6 +19,7 @@ func main() {
 	dataDir := flag.String("data-dir", "", "directory for etcd's data (required)")
 	clientURL := flag.String("listen-client-url", "http://127.0.0.1:2379", "client URL (loopback only)")
 	peerURL := flag.String("listen-peer-url", "http://127.0.0.1:2380", "peer URL (loopback only)")
+	noFsync := flag.Bool("unsafe-no-fsync", false, "skip fsync: fast, and fine for a throw-away test cluster")
 	flag.Parse()
 	if *dataDir == "" {
 		log.Fatal("--data-dir is required")
@@ -28,6 +29,7 @@ func main() {
 	cfg.Dir = *dataDir
 	cfg.Name = "courier-e2e"
 	cfg.LogLevel = "error"
+	cfg.UnsafeNoFsync = *noFsync
 	cu, err := url.Parse(*clientURL)
 	if err != nil {
 		log.Fatalf("--listen-client-url: %v", err)
