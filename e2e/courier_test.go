@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/courier-k8s/courier/e2e/cluster"
+)
+
+// courierProcess is one courier daemon started by a test.
+type courierProcess struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string // metrics address, 127.0.0.1:port
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+// startCourier runs courier against the test cluster as admin with args
+// appended to defaults a test can override (later flags win). Unless args
+// name one, courier gets a namespace of its own (its Lease and default source
+// namespace), so tests never share a leader. It is stopped
+// with SIGTERM when the test ends, and its log is printed if the test failed.
+func startCourier(t *testing.T, args ...string) *courierProcess {
+	t.Helper()
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &courierProcess{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	p.logPath = filepath.Join(t.TempDir(), "courier.log")
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := []string{
+		"--namespace=" + newNamespace(t, "courier", nil),
+		"--kubeconfig=" + env.cluster.Kubeconfig,
+		"--metrics-addr=" + p.addr,
+		"--log-level=debug",
+	}
+	p.cmd = exec.Command(env.courier, append(defaults, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	// A race-enabled binary sleeps 1 s at exit by default; 100 ms is enough
+	// for late reports and keeps shutdown-time assertions meaningful.
+	p.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=100")
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("courier log (%s):\n%s", p.addr, p.Logs())
+		}
+	})
+	return p
+}
+
+// Logs returns everything courier wrote so far.
+func (p *courierProcess) Logs() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Signal sends sig to courier.
+func (p *courierProcess) Signal(sig syscall.Signal) {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Errorf("signal %v to courier: %v", sig, err)
+	}
+}
+
+// Wait waits up to timeout for courier to exit and returns its exit code
+// (-1 if it did not exit in time).
+func (p *courierProcess) Wait(timeout time.Duration) int {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		return -1
+	}
+}
+
+// Stop ends courier (SIGTERM, then SIGKILL after 10 s) and fails the test if
+// the race detector reported a data race in it. Safe to call twice.
+func (p *courierProcess) Stop() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if p.Wait(10*time.Second) == -1 {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	if bytes.Contains([]byte(p.Logs()), []byte("WARNING: DATA RACE")) {
+		p.t.Errorf("the race detector found a data race in courier; see its log")
+	}
+}
+
+// get fetches path from courier's metrics server.
+func (p *courierProcess) get(ctx context.Context, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// WaitReady waits until /readyz answers 200.
+func (p *courierProcess) WaitReady(ctx context.Context) {
+	p.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("courier exited: %v", p.err)
+		default:
+		}
+		code, body, err := p.get(ctx, "/readyz")
+		last = fmt.Sprintf("%d %s %v", code, body, err)
+		return code == http.StatusOK, nil
+	})
+	if err != nil {
+		p.t.Fatalf("courier not ready (last /readyz: %s): %v", last, err)
+	}
+}
+
+// Metrics returns the /metrics text.
+func (p *courierProcess) Metrics(ctx context.Context) string {
+	p.t.Helper()
+	code, body, err := p.get(ctx, "/metrics")
+	if err != nil || code != http.StatusOK {
+		p.t.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	return body
+}
+
+// newNamespace creates a namespace named prefix-<random> with labels and
+// deletes it when the test ends.
+func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
+	got, err := env.cluster.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = env.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
+	})
+	return got.Name
+}
+
+// WaitMetric waits until /metrics contains want.
+func (p *courierProcess) WaitMetric(ctx context.Context, want string) {
+	p.t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		code, body, err := p.get(ctx, "/metrics")
+		return err == nil && code == http.StatusOK && strings.Contains(body, want), nil
+	})
+	if err != nil {
+		p.t.Fatalf("/metrics never showed %q: %v", want, err)
+	}
+}

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/courier-k8s/courier/e2e/cluster"
+)
+
+// env is the state every test shares: the cluster and the courier binary.
+var env struct {
+	cluster *cluster.Cluster
+	courier string // path of the courier binary under test
+	root    string // repository root
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Ctrl-C: stop the cluster (if it is up) before exiting, whatever runs.
+	var started atomic.Pointer[cluster.Cluster]
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		if c := started.Load(); c != nil {
+			c.Stop()
+		}
+		os.Exit(1)
+	}()
+
+	root, err := filepath.Abs("..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.root = root
+	binDir := os.Getenv("COURIER_CONTROLPLANE_BIN")
+	if binDir == "" {
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "e2e/tools/build.sh")).Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build the control plane: %v\n", err)
+			return 1
+		}
+		binDir = strings.TrimSpace(string(out))
+	}
+
+	tmp, err := os.MkdirTemp("", "courier-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	env.courier = filepath.Join(tmp, "courier")
+	// The race detector watches courier while the tests drive it; a race
+	// fails the test that stops that process (see courierProcess.Stop).
+	build := exec.CommandContext(ctx, "go", "build", "-race", "-o", env.courier, ".")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build courier: %v\n", err)
+		return 1
+	}
+
+	start := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the control plane: %v\n", err)
+		return 1
+	}
+	defer c.Stop()
+	env.cluster = c
+	started.Store(c)
+	fmt.Fprintf(os.Stderr, "e2e: control plane ready in %s\n", time.Since(start).Round(time.Millisecond))
+
+	return m.Run()
+}
