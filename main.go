@@ -20,13 +20,19 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/keys"
 	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/replicator"
 )
 
 func main() {
@@ -120,9 +126,27 @@ func run(ctx context.Context, o Options, logger *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	inf := informers.New(client, informers.SourcesIn(o.SourceNamespaces.Match))
+	inf, err := informers.New(client, informers.SourcesIn(o.SourceNamespaces.Match))
+	if err != nil {
+		return err
+	}
 
-	var controllers []controller // the replicator, guard and reloader join here
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: keys.FieldManager})
+	queues := metrics.NewQueues(reg)
+
+	rep, err := replicator.New(client, inf, recorder, reg, logger, replicator.Options{
+		SourceNamespaces:  o.SourceNamespaces,
+		ExcludeNamespaces: o.ExcludeNamespaces,
+		Workers:           o.ReplicatorWorkers,
+		QueueMetrics:      queues,
+	})
+	if err != nil {
+		return err
+	}
+	controllers := []controller{rep} // the guard and reloader join here
 
 	logger.Info("starting",
 		zap.String("namespace", o.Namespace),

@@ -29,6 +29,7 @@ type Options struct {
 	RetryPeriod       time.Duration
 	KubeAPIQPS        float64
 	KubeAPIBurst      int
+	ReplicatorWorkers int
 	LogLevel          string
 }
 
@@ -63,6 +64,7 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "sustained requests per second to the Kubernetes API (client-side limit)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the Kubernetes API above --kube-api-qps")
+	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 16, "replicas written concurrently (across namespaces)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 
 	fs.Usage = func() {
@@ -118,6 +120,9 @@ func (o Options) validate() error {
 	}
 	if o.ReloadDebounce < 0 {
 		errs = append(errs, errors.New("--reload-debounce must not be negative"))
+	}
+	if o.ReplicatorWorkers < 1 {
+		errs = append(errs, errors.New("--replicator-workers must be at least 1"))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))

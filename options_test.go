@@ -12,17 +12,18 @@ import (
 
 func TestParseOptions(t *testing.T) {
 	defaults := Options{
-		Namespace:        "courier-system",
-		SourceNamespaces: globs.List{"courier-system"},
-		MetricsAddr:      ":8080",
-		ReloadDebounce:   2 * time.Second,
-		LeaderElect:      true,
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      2 * time.Second,
-		KubeAPIQPS:       50,
-		KubeAPIBurst:     100,
-		LogLevel:         "info",
+		Namespace:         "courier-system",
+		SourceNamespaces:  globs.List{"courier-system"},
+		MetricsAddr:       ":8080",
+		ReloadDebounce:    2 * time.Second,
+		LeaderElect:       true,
+		LeaseDuration:     15 * time.Second,
+		RenewDeadline:     10 * time.Second,
+		RetryPeriod:       2 * time.Second,
+		KubeAPIQPS:        50,
+		KubeAPIBurst:      100,
+		ReplicatorWorkers: 16,
+		LogLevel:          "info",
 	}
 	with := func(f func(*Options)) Options { o := defaults; f(&o); return o }
 

@@ -39,7 +39,7 @@ type Set struct {
 // New builds every informer (so all of them start, and readiness waits for
 // all of them) without starting any. There is no resync: courier reacts to
 // changes, and resyncs would only re-deliver what the cache already holds.
-func New(client kubernetes.Interface, keep KeepValues) *Set {
+func New(client kubernetes.Interface, keep KeepValues) (*Set, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(keep)))
 	s := &Set{
 		factory:      f,
@@ -54,7 +54,12 @@ func New(client kubernetes.Interface, keep KeepValues) *Set {
 	for _, inf := range s.all() {
 		inf.Informer()
 	}
-	return s
+	for _, inf := range []informerGetter{s.Secrets, s.ConfigMaps} {
+		if err := inf.Informer().AddIndexers(ContentIndexers); err != nil {
+			return nil, fmt.Errorf("add indexers: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // Start starts every informer; they stop when ctx ends. Call it once, after

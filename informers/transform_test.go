@@ -39,7 +39,7 @@ func labelled(k, v string) objOpt {
 	}
 }
 
-func meta(opts ...objOpt) metav1.ObjectMeta {
+func objMeta(opts ...objOpt) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{
 		Name:          "obj",
 		Namespace:     "platform",
@@ -57,7 +57,7 @@ func meta(opts ...objOpt) metav1.ObjectMeta {
 
 func secret(opts ...objOpt) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: meta(opts...),
+		ObjectMeta: objMeta(opts...),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"password": []byte(secretValue), "user": []byte("admin")},
 	}
@@ -65,7 +65,7 @@ func secret(opts ...objOpt) *corev1.Secret {
 
 func configMap(opts ...objOpt) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: meta(opts...),
+		ObjectMeta: objMeta(opts...),
 		Data:       map[string]string{"password": secretValue},
 		BinaryData: map[string][]byte{"blob": []byte(secretValue)},
 	}
@@ -157,7 +157,7 @@ func entries(obj metav1.Object) map[string]content.Entry {
 
 func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
 	d := &appsv1.Deployment{
-		ObjectMeta: meta(annotated(keys.Reload, "true")),
+		ObjectMeta: objMeta(annotated(keys.Reload, "true")),
 		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{keys.ConfigHash: "abc"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{

@@ -1,0 +1,56 @@
+package informers
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-k8s/courier/keys"
+)
+
+// Index names on the Secret and ConfigMap informers.
+const (
+	// SourcesByName indexes every object carrying courier.dev/replicate-to
+	// by its name: the sources that could claim a replica of that name. Its
+	// index values (ListIndexFuncValues) are the names of all sources.
+	SourcesByName = "courier.dev/sources-by-name"
+	// ReplicasBySource indexes replicas by their courier.dev/source
+	// annotation, "<namespace>/<name>".
+	ReplicasBySource = "courier.dev/replicas-by-source"
+)
+
+// ContentIndexers are the indexers every Secret and ConfigMap informer gets.
+var ContentIndexers = cache.Indexers{
+	SourcesByName:    indexSourcesByName,
+	ReplicasBySource: indexReplicasBySource,
+}
+
+func indexSourcesByName(obj any) ([]string, error) {
+	m, err := metaOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := m.GetAnnotations()[keys.ReplicateTo]; !ok {
+		return nil, nil
+	}
+	return []string{m.GetName()}, nil
+}
+
+func indexReplicasBySource(obj any) ([]string, error) {
+	m, err := metaOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	src, ok := m.GetAnnotations()[keys.Source]
+	if !ok {
+		return nil, nil
+	}
+	return []string{src}, nil
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	return meta.Accessor(obj)
+}

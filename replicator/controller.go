@@ -1,0 +1,344 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/keys"
+)
+
+// Options configures the replicator.
+type Options struct {
+	SourceNamespaces  globs.List
+	ExcludeNamespaces globs.List
+	// Workers is how many pairs are synced, and so written, at once.
+	Workers int
+	// QueueMetrics, if set, receives the work queue's metrics.
+	QueueMetrics workqueue.MetricsProvider
+}
+
+// Controller is the replicator.
+type Controller struct {
+	opts       Options
+	logger     *zap.Logger
+	recorder   record.EventRecorder
+	objects    map[string]*objects
+	namespaces corelisters.NamespaceLister
+	synced     []cache.InformerSynced
+	queue      workqueue.TypedRateLimitingInterface[key]
+	metrics    *replicatorMetrics
+	states     *states
+	now        func() time.Time
+
+	mu      sync.Mutex
+	hashes  map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
+	pending map[key]time.Time        // when the change a key waits for was first seen
+}
+
+type cachedHash struct{ resourceVersion, hash string }
+
+// New builds the replicator and registers its handlers on inf; inf must not
+// be started yet.
+func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
+	if o.Workers < 1 {
+		return nil, fmt.Errorf("replicator: Workers must be at least 1, got %d", o.Workers)
+	}
+	st := &states{m: map[key]string{}}
+	c := &Controller{
+		opts:     o,
+		logger:   logger.Named("replicator"),
+		recorder: recorder,
+		objects: map[string]*objects{
+			kindSecret:    newSecrets(client, inf.Secrets.Informer().GetIndexer()),
+			kindConfigMap: newConfigMaps(client, inf.ConfigMaps.Informer().GetIndexer()),
+		},
+		namespaces: inf.Namespaces.Lister(),
+		synced: []cache.InformerSynced{
+			inf.Secrets.Informer().HasSynced, inf.ConfigMaps.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
+		},
+		// Backoff per key: 100 ms doubling to 5 min. A failing namespace
+		// retries on its own schedule without holding up the others.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics}),
+		metrics: newMetrics(reg, st),
+		states:  st,
+		now:     time.Now,
+		hashes:  map[types.UID]cachedHash{},
+		pending: map[key]time.Time{},
+	}
+	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: inf.Secrets.Informer(), kindConfigMap: inf.ConfigMaps.Informer()} {
+		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {
+			return nil, fmt.Errorf("replicator: %s handler: %w", kind, err)
+		}
+	}
+	if _, err := inf.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onNamespaceAdd,
+		UpdateFunc: c.onNamespaceUpdate,
+		DeleteFunc: c.onNamespaceDelete,
+	}); err != nil {
+		return nil, fmt.Errorf("replicator: namespace handler: %w", err)
+	}
+	return c, nil
+}
+
+// Run syncs until ctx ends, then stops the queue and waits for the workers.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	if !cache.WaitForNamedCacheSync("replicator", ctx.Done(), c.synced...) {
+		return nil // ctx ended first
+	}
+	c.logger.Info("running", zap.Int("workers", c.opts.Workers))
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	k, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(k)
+	var err error
+	if k.Target == "" {
+		err = c.syncSource(k)
+	} else {
+		err = c.syncPair(ctx, k)
+	}
+	switch {
+	case err == nil:
+		c.queue.Forget(k)
+	case ctx.Err() != nil:
+		// Shutting down: the next leader starts from the cache anew.
+	case isQuiet(err):
+		c.logger.Debug("retrying after a concurrent change", zap.Stringer("key", k), zap.Error(err))
+		c.queue.AddRateLimited(k)
+	default:
+		c.metrics.syncErrors.WithLabelValues(k.Kind).Inc()
+		c.logger.Error("sync failed; retrying with backoff", zap.Stringer("key", k), zap.Error(err),
+			zap.Int("retries", c.queue.NumRequeues(k)))
+		c.queue.AddRateLimited(k)
+	}
+	return true
+}
+
+// hash is the content hash of a source, computed once per resourceVersion.
+func (c *Controller) hash(src *item) string {
+	uid, rv := src.meta.GetUID(), src.meta.GetResourceVersion()
+	c.mu.Lock()
+	h, ok := c.hashes[uid]
+	c.mu.Unlock()
+	if ok && h.resourceVersion == rv {
+		return h.hash
+	}
+	sum := content.Hash(src.entries())
+	c.mu.Lock()
+	c.hashes[uid] = cachedHash{rv, sum}
+	c.mu.Unlock()
+	return sum
+}
+
+// enqueue adds k, remembering when the change it waits for was seen (the
+// earliest, if k is already waiting).
+func (c *Controller) enqueue(k key, seen time.Time) {
+	c.remember(k, seen)
+	c.queue.Add(k)
+}
+
+// remember records when the change k waits for was seen, keeping the earliest.
+func (c *Controller) remember(k key, seen time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.pending[k]; !ok || seen.Before(t) {
+		c.pending[k] = seen
+	}
+}
+
+// handled ends k's wait and returns when its change was seen.
+func (c *Controller) handled(k key) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.pending[k]
+	delete(c.pending, k)
+	return t, ok
+}
+
+// forgetSource drops what is kept about a source that is gone.
+func (c *Controller) forgetSource(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.hashes, uid)
+}
+
+// contentHandler maps Secret or ConfigMap events to keys: the object's own
+// source key when it is (or was) a source, and the pairs of every source
+// with its name for its namespace (it may be their replica, or stand in
+// their way).
+func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return
+			}
+			if isSource(m) {
+				c.sourceChanged(kind, m)
+			}
+			c.enqueueClaims(kind, m)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, err1 := meta.Accessor(oldObj)
+			cur, err2 := meta.Accessor(newObj)
+			if err1 != nil || err2 != nil || old.GetResourceVersion() == cur.GetResourceVersion() {
+				return
+			}
+			if isSource(old) || isSource(cur) {
+				if sourceRelevantChange(oldObj, newObj) {
+					c.sourceChanged(kind, cur)
+				}
+			}
+			c.enqueueClaims(kind, cur)
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return
+			}
+			if isSource(m) {
+				c.forgetSource(m.GetUID())
+				c.sourceChanged(kind, m)
+			}
+			c.enqueueClaims(kind, m)
+		},
+	}
+}
+
+func isSource(m metav1.Object) bool {
+	_, ok := m.GetAnnotations()[keys.ReplicateTo]
+	return ok
+}
+
+func (c *Controller) sourceChanged(kind string, m metav1.Object) {
+	c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, c.now())
+}
+
+// sourceRelevantChange reports whether an update can change any replica:
+// content, type, immutable, or courier's annotations and labels.
+func sourceRelevantChange(oldObj, newObj any) bool {
+	switch o := oldObj.(type) {
+	case *corev1.Secret:
+		n := newObj.(*corev1.Secret)
+		return o.Type != n.Type || !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
+			courierMetaChanged(o, n)
+	case *corev1.ConfigMap:
+		n := newObj.(*corev1.ConfigMap)
+		return !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.BinaryData, n.BinaryData) ||
+			!equality.Semantic.DeepEqual(o.Immutable, n.Immutable) || courierMetaChanged(o, n)
+	}
+	return true
+}
+
+func courierMetaChanged(o, n metav1.Object) bool {
+	return o.GetAnnotations()[keys.ReplicateTo] != n.GetAnnotations()[keys.ReplicateTo] ||
+		o.GetLabels()[keys.Protect] != n.GetLabels()[keys.Protect] ||
+		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+		content.IsDigested(o) != content.IsDigested(n)
+}
+
+// enqueueClaims enqueues the pair of every source named like m for m's
+// namespace, and of the source m names as its own, if any.
+func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
+	now := c.now()
+	ns := m.GetNamespace()
+	if src, ok := m.GetAnnotations()[keys.Source]; ok {
+		if srcNS, name, err := cache.SplitMetaNamespaceKey(src); err == nil && srcNS != "" {
+			c.enqueue(key{Kind: kind, Namespace: srcNS, Name: name, Target: ns}, now)
+		}
+	}
+	srcs, err := c.objects[kind].byIndex(informers.SourcesByName, m.GetName())
+	if err != nil {
+		return
+	}
+	for _, s := range srcs {
+		if s.meta.GetNamespace() != ns {
+			c.enqueue(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: s.meta.GetName(), Target: ns}, now)
+		}
+	}
+}
+
+// enqueueAllSourcesFor enqueues the pair of every source for namespace ns.
+// Sources are few next to objects; this never scans Secrets or ConfigMaps.
+func (c *Controller) enqueueAllSourcesFor(ns string) {
+	now := c.now()
+	for kind, o := range c.objects {
+		for _, name := range o.indexer.ListIndexFuncValues(informers.SourcesByName) {
+			srcs, err := o.byIndex(informers.SourcesByName, name)
+			if err != nil {
+				continue
+			}
+			for _, s := range srcs {
+				if s.meta.GetNamespace() != ns {
+					c.enqueue(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: s.meta.GetName(), Target: ns}, now)
+				}
+			}
+		}
+	}
+}
+
+func (c *Controller) onNamespaceAdd(obj any) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		c.enqueueAllSourcesFor(ns.Name)
+	}
+}
+
+func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*corev1.Namespace)
+	n, ok2 := newObj.(*corev1.Namespace)
+	if !ok1 || !ok2 {
+		return
+	}
+	if equality.Semantic.DeepEqual(o.Labels, n.Labels) && terminating(o) == terminating(n) {
+		return
+	}
+	c.enqueueAllSourcesFor(n.Name)
+}
+
+func (c *Controller) onNamespaceDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		c.enqueueAllSourcesFor(ns.Name) // the pairs find the namespace gone and forget their state
+	}
+}

@@ -1,0 +1,106 @@
+package replicator
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/courier-k8s/courier/metrics"
+)
+
+// Operations in courier_replicator_writes_total.
+const (
+	opCreate   = "create"
+	opUpdate   = "update"
+	opDelete   = "delete"
+	opRecreate = "recreate"
+)
+
+type replicatorMetrics struct {
+	writes, conflicts, reverts, syncErrors, invalidSelectors *prometheus.CounterVec
+	latency                                                  *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
+	const sub = "replicator"
+	m := &replicatorMetrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "writes_total",
+			Help: "Replica writes to the API, by kind and operation (create, update, delete, recreate)."}, []string{"kind", "operation"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "conflicts_total",
+			Help: "Times a replica could not be written because an object courier does not own, or an older source's replica, holds the name."}, []string{"kind"}),
+		reverts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reverts_total",
+			Help: "Replicas changed by someone other than courier and reverted to their source."}, []string{"kind"}),
+		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "sync_errors_total",
+			Help: "Syncs that failed and were retried with backoff, by kind."}, []string{"kind"}),
+		invalidSelectors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "invalid_selectors_total",
+			Help: "Times a source's courier.dev/replicate-to was found not to be a valid selector."}, []string{"kind"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "replication_latency_seconds",
+			Help:    "Time from seeing a source change to writing a replica for it.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"kind"}),
+	}
+	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.latency, stateCollector{states})
+	return m
+}
+
+// Replica states in courier_replicator_replicas.
+const (
+	stateInSync   = "in_sync"
+	stateConflict = "conflict"
+	stateError    = "error"
+)
+
+// states is the last outcome of every pair that should hold a replica.
+type states struct {
+	mu sync.Mutex
+	m  map[key]string
+}
+
+func (s *states) set(k key, err error) {
+	state := stateInSync
+	if err != nil && !isQuiet(err) {
+		state = stateError
+	}
+	s.put(k, state)
+}
+
+func (s *states) setConflict(k key) { s.put(k, stateConflict) }
+
+func (s *states) put(k key, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[k] = state
+}
+
+func (s *states) forget(k key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
+}
+
+func (s *states) counts() map[[2]string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[[2]string]int{}
+	for k, st := range s.m {
+		out[[2]string{k.Kind, st}]++
+	}
+	return out
+}
+
+var replicasDesc = prometheus.NewDesc(metrics.Namespace+"_replicator_replicas",
+	"Replicas courier is responsible for, by kind and state (in_sync, conflict, error).", []string{"kind", "state"}, nil)
+
+// stateCollector reports states at scrape time, always with every
+// kind/state pair so dashboards see zeros rather than gaps.
+type stateCollector struct{ s *states }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- replicasDesc }
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.s.counts()
+	for _, kind := range []string{kindSecret, kindConfigMap} {
+		for _, st := range []string{stateInSync, stateConflict, stateError} {
+			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(counts[[2]string{kind, st}]), kind, st)
+		}
+	}
+}

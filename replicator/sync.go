@@ -1,0 +1,381 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/keys"
+)
+
+// Event reasons.
+const (
+	ReasonSourceNotAllowed    = "SourceNotAllowed"
+	ReasonSourceNotReplicable = "SourceNotReplicable"
+	ReasonInvalidSelector     = "InvalidSelector"
+	ReasonReplicaConflict     = "ReplicaConflict"
+	ReasonReplicaReverted     = "ReplicaReverted"
+)
+
+// key is one unit of work. With Target empty it is a source: sync fans out
+// into the pairs. Otherwise it is the pair (source, target namespace).
+type key struct {
+	Kind      string
+	Namespace string // the source's
+	Name      string
+	Target    string
+}
+
+func (k key) sourceRef() string { return k.Namespace + "/" + k.Name }
+func (k key) String() string {
+	if k.Target == "" {
+		return k.Kind + " " + k.sourceRef()
+	}
+	return k.Kind + " " + k.sourceRef() + " → " + k.Target
+}
+
+// systemNamespaces never receive replicas.
+var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// parseSelector parses courier.dev/replicate-to: "*" or blank is every namespace.
+func parseSelector(s string) (labels.Selector, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "*" {
+		return labels.Everything(), nil
+	}
+	return labels.Parse(s)
+}
+
+// eligible reports whether ns may receive replicas of a source living in
+// sourceNamespace, whatever the selector.
+func eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
+	switch {
+	case ns.Name == sourceNamespace, systemNamespaces[ns.Name], exclude.Match(ns.Name):
+		return false
+	case ns.Labels[keys.Replication] == "disabled":
+		return false
+	}
+	return !terminating(ns)
+}
+
+func terminating(ns *corev1.Namespace) bool {
+	return ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating
+}
+
+// ownerOf tells whether courier created m (any of its markers is enough, so
+// a stripped label is reverted rather than taken for a stranger's object)
+// and which source it belongs to ("" if that annotation is gone).
+func ownerOf(m metav1.Object) (source string, managed bool) {
+	source, hasSource := m.GetAnnotations()[keys.Source]
+	l := m.GetLabels()
+	return source, hasSource || l[keys.ManagedBy] == keys.ManagedByValue || l[keys.Replica] == "true"
+}
+
+// tampered reports whether a replica courier wrote was changed since: its
+// content no longer matches the hash courier stamped on it, or courier's
+// labels or annotations were edited.
+func tampered(m metav1.Object, hash string, sourceRef string) bool {
+	l, a := m.GetLabels(), m.GetAnnotations()
+	return a[keys.ContentHash] != hash || a[keys.Source] != sourceRef ||
+		l[keys.ManagedBy] != keys.ManagedByValue || l[keys.Replica] != "true"
+}
+
+// olderFirst orders sources oldest first (creation time, then namespace).
+func olderFirst(a, b *item) bool {
+	ta, tb := a.meta.GetCreationTimestamp(), b.meta.GetCreationTimestamp()
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.ref() < b.ref()
+}
+
+// decision is what a pair needs.
+type decision int
+
+const (
+	leave  decision = iota // touch nothing (invalid selector, namespace going away)
+	ensure                 // a replica must exist and equal the source
+	remove                 // this source's replica must not be here
+)
+
+// source reports why src is or is not a source courier acts on.
+func (c *Controller) sourceState(src *item) (ok bool, problem string) {
+	m := src.meta
+	if _, annotated := m.GetAnnotations()[keys.ReplicateTo]; !annotated {
+		return false, ""
+	}
+	if !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
+		return false, ReasonSourceNotAllowed
+	}
+	if src.typ == corev1.SecretTypeServiceAccountToken {
+		return false, ReasonSourceNotReplicable
+	}
+	if _, managed := ownerOf(m); managed {
+		return false, "" // a replica is never a source
+	}
+	if m.GetDeletionTimestamp() != nil || content.IsDigested(m) {
+		return false, ""
+	}
+	return true, ""
+}
+
+// decide is what the pair (src, ns) needs. src or ns may be nil (gone).
+func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
+	if ns == nil || terminating(ns) {
+		return leave
+	}
+	if src == nil {
+		return remove
+	}
+	if ok, _ := c.sourceState(src); !ok {
+		return remove
+	}
+	sel, err := parseSelector(src.meta.GetAnnotations()[keys.ReplicateTo])
+	if err != nil {
+		return leave // existing replicas stay until the selector is fixed
+	}
+	if eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
+		return ensure
+	}
+	return remove
+}
+
+// claimant returns the source that should own the replica named name in ns:
+// the oldest of the sources with that name that want a replica there.
+func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace) (*item, error) {
+	cands, err := o.byIndex(informers.SourcesByName, name)
+	if err != nil {
+		return nil, err
+	}
+	var claimants []*item
+	for _, s := range cands {
+		if c.decide(s, ns) == ensure {
+			claimants = append(claimants, s)
+		}
+	}
+	if len(claimants) == 0 {
+		return nil, nil
+	}
+	sort.Slice(claimants, func(i, j int) bool { return olderFirst(claimants[i], claimants[j]) })
+	return claimants[0], nil
+}
+
+// syncSource checks a source and fans out to its pairs: every eligible
+// namespace its selector matches, and every namespace that holds one of its
+// replicas. It reads only the cache.
+func (c *Controller) syncSource(k key) error {
+	seen, ok := c.handled(k)
+	if !ok {
+		seen = c.now()
+	}
+	o := c.objects[k.Kind]
+	src, err := o.get(k.Namespace, k.Name)
+	if err != nil {
+		return err
+	}
+	replicas, err := o.byIndex(informers.ReplicasBySource, k.sourceRef())
+	if err != nil {
+		return err
+	}
+	enqueueReplicas := func() {
+		for _, r := range replicas {
+			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: r.meta.GetNamespace()}, seen)
+		}
+	}
+	if src == nil {
+		enqueueReplicas()
+		return nil
+	}
+	ok, problem := c.sourceState(src)
+	switch problem {
+	case ReasonSourceNotAllowed:
+		c.warn(src, ReasonSourceNotAllowed, fmt.Sprintf(
+			"namespace %s is not an allowed source namespace (--source-namespaces=%s), so %s is ignored; move the source to an allowed namespace or add this namespace to --source-namespaces",
+			k.Namespace, c.opts.SourceNamespaces, keys.ReplicateTo))
+	case ReasonSourceNotReplicable:
+		c.warn(src, ReasonSourceNotReplicable, fmt.Sprintf(
+			"%s Secrets are never replicated: a copy would hand this ServiceAccount's identity to other namespaces; remove %s",
+			corev1.SecretTypeServiceAccountToken, keys.ReplicateTo))
+	}
+	if !ok {
+		enqueueReplicas()
+		return nil
+	}
+	expr := src.meta.GetAnnotations()[keys.ReplicateTo]
+	sel, err := parseSelector(expr)
+	if err != nil {
+		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
+		c.logger.Warn("invalid replicate-to selector; existing replicas are kept",
+			zap.Stringer("source", k), zap.String("selector", expr), zap.Error(err))
+		c.warn(src, ReasonInvalidSelector, fmt.Sprintf(
+			"%s=%q is not a valid namespace label selector: %v. Nothing changes until it is fixed; use kubectl -l syntax, e.g. \"env in (prod,staging),team!=legacy\", or \"*\" for every namespace",
+			keys.ReplicateTo, expr, err))
+		return nil
+	}
+	namespaces, err := c.namespaces.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, ns := range namespaces {
+		if eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
+			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name}, seen)
+		}
+	}
+	enqueueReplicas()
+	return nil
+}
+
+// syncPair makes the target namespace hold exactly what the pair needs,
+// with at most one write (two when a replica must be recreated).
+func (c *Controller) syncPair(ctx context.Context, k key) error {
+	seen, _ := c.handled(k)
+	o := c.objects[k.Kind]
+	src, err := o.get(k.Namespace, k.Name)
+	if err != nil {
+		return err
+	}
+	existing, err := o.get(k.Target, k.Name)
+	if err != nil {
+		return err
+	}
+	ns, err := c.namespaces.Get(k.Target)
+	if apierrors.IsNotFound(err) {
+		ns, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	d := c.decide(src, ns)
+	ref := k.sourceRef()
+
+	if existing != nil {
+		owner, managed := ownerOf(existing.meta)
+		switch {
+		case !managed:
+			if d == ensure {
+				c.conflict(k, src, fmt.Sprintf(
+					"%s %s/%s exists and was not created by courier, so it is left untouched and %s is not replicated there; delete or rename that object to let courier replicate",
+					k.Kind, k.Target, k.Name, ref))
+			} else {
+				c.states.forget(k)
+			}
+			return nil
+		case owner != ref && d != ensure:
+			c.states.forget(k)
+			return nil // another source's replica: not ours to remove
+		}
+	}
+
+	switch d {
+	case leave:
+		return nil
+	case remove:
+		c.states.forget(k)
+		if existing == nil {
+			return nil
+		}
+		if owner, _ := ownerOf(existing.meta); owner != ref {
+			return nil
+		}
+		return c.write(k, seen, opDelete, func() error {
+			return o.delete(ctx, k.Target, k.Name, preconditions(existing.meta))
+		})
+	}
+
+	// ensure: the oldest source claiming this name here wins.
+	winner, err := c.claimant(o, k.Name, ns)
+	if err != nil {
+		return err
+	}
+	if winner != nil && winner.ref() != ref {
+		c.conflict(k, src, fmt.Sprintf(
+			"namespace %s already gets %s %s from the older source %s, which wins; rename this source or narrow its %s",
+			k.Target, k.Kind, k.Name, winner.ref(), keys.ReplicateTo))
+		return nil
+	}
+
+	hash := c.hash(src)
+	if existing == nil {
+		err := c.write(k, seen, opCreate, func() error {
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, nil)))
+		})
+		c.states.set(k, err)
+		return err
+	}
+	existingHash := content.Hash(existing.entries())
+	if existing.typ != src.typ || existing.immutable != src.immutable || (existing.immutable && existingHash != hash) {
+		// Type and immutable data cannot be updated in place.
+		err := c.write(k, seen, opRecreate, func() error {
+			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, nil)))
+		})
+		c.states.set(k, err)
+		return err
+	}
+	owner, _ := ownerOf(existing.meta)
+	if existingHash == hash && !tampered(existing.meta, hash, ref) {
+		c.states.set(k, nil)
+		return nil // in sync: no write
+	}
+	// Changed by someone else since courier wrote it (not by a source change).
+	reverted := owner == ref && tampered(existing.meta, existingHash, ref)
+	err = c.write(k, seen, opUpdate, func() error {
+		return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, existing.meta)))
+	})
+	c.states.set(k, err)
+	if err == nil && reverted {
+		c.metrics.reverts.WithLabelValues(k.Kind).Inc()
+		c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaReverted, fmt.Sprintf(
+			"this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref))
+	}
+	return err
+}
+
+// write runs one API write, counting it and timing it from the source change.
+// A failed write is retried with backoff; its key keeps waiting for the same change.
+func (c *Controller) write(k key, seen time.Time, op string, do func() error) error {
+	if err := do(); err != nil {
+		if !seen.IsZero() {
+			c.remember(k, seen) // the retry still measures from the original change
+		}
+		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.Target, err)
+	}
+	c.metrics.writes.WithLabelValues(k.Kind, op).Inc()
+	if !seen.IsZero() {
+		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.now().Sub(seen).Seconds())
+	}
+	c.logger.Debug("replica written", zap.Stringer("pair", k), zap.String("op", op))
+	return nil
+}
+
+func (c *Controller) conflict(k key, src *item, msg string) {
+	c.states.setConflict(k)
+	c.metrics.conflicts.WithLabelValues(k.Kind).Inc()
+	c.logger.Warn("replica conflict", zap.Stringer("pair", k), zap.String("reason", msg))
+	c.warn(src, ReasonReplicaConflict, msg)
+}
+
+func (c *Controller) warn(src *item, reason, msg string) {
+	c.recorder.Event(src.obj, corev1.EventTypeWarning, reason, msg)
+}
+
+// isQuiet reports errors that resolve once the cache catches up with a write
+// that raced ours; they are retried without being logged as failures.
+func isQuiet(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
+		errors.Is(err, context.Canceled)
+}
