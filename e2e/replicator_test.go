@@ -436,4 +436,3 @@ func grepLines(text, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
