@@ -1,0 +1,250 @@
+package replicator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/keys"
+)
+
+func TestParseSelector(t *testing.T) {
+	tests := []struct {
+		in      string
+		labels  map[string]string
+		match   bool
+		invalid bool
+	}{
+		{"*", map[string]string{"a": "b"}, true, false},
+		{"  ", nil, true, false},
+		{"env in (prod,staging),team!=legacy", map[string]string{"env": "prod"}, true, false},
+		{"env in (prod,staging),team!=legacy", map[string]string{"env": "prod", "team": "legacy"}, false, false},
+		{"kubernetes.io/metadata.name in (a,b)", map[string]string{keys.NamespaceName: "b"}, true, false},
+		{"env in (prod", nil, false, true},
+		{"=x", nil, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			sel, err := parseSelector(tt.in)
+			if (err != nil) != tt.invalid {
+				t.Fatalf("err = %v, want invalid=%v", err, tt.invalid)
+			}
+			if err == nil && sel.Matches(labelSet(tt.labels)) != tt.match {
+				t.Errorf("Matches(%v) = %v, want %v", tt.labels, !tt.match, tt.match)
+			}
+		})
+	}
+}
+
+func TestEligible(t *testing.T) {
+	now := metav1.Now()
+	exclude := globs.List{"sandbox-*"}
+	tests := []struct {
+		name string
+		ns   *corev1.Namespace
+		want bool
+	}{
+		{"ordinary", ns("team-a", nil), true},
+		{"source's own", ns("platform", nil), false},
+		{"kube-system", ns("kube-system", nil), false},
+		{"kube-public", ns("kube-public", nil), false},
+		{"kube-node-lease", ns("kube-node-lease", nil), false},
+		{"excluded glob", ns("sandbox-1", nil), false},
+		{"replication disabled", ns("team-b", map[string]string{keys.Replication: "disabled"}), false},
+		{"being deleted", func() *corev1.Namespace { n := ns("team-c", nil); n.DeletionTimestamp = &now; return n }(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := eligible(tt.ns, "platform", exclude); got != tt.want {
+				t.Errorf("eligible = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTampered(t *testing.T) {
+	good := func() *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", "h1", nil)}
+	}
+	tests := []struct {
+		name   string
+		change func(*corev1.Secret)
+		want   bool
+	}{
+		{"untouched", func(*corev1.Secret) {}, false},
+		{"hash differs", func(s *corev1.Secret) { s.Annotations[keys.ContentHash] = "x" }, true},
+		{"source annotation edited", func(s *corev1.Secret) { s.Annotations[keys.Source] = "q/s" }, true},
+		{"managed-by removed", func(s *corev1.Secret) { delete(s.Labels, keys.ManagedBy) }, true},
+		{"replica label removed", func(s *corev1.Secret) { delete(s.Labels, keys.Replica) }, true},
+		{"foreign label added", func(s *corev1.Secret) { s.Labels["team"] = "a" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good()
+			tt.change(s)
+			if got := tampered(s, "h1", "p/s"); got != tt.want {
+				t.Errorf("tampered = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// fixture is a replicator on a fake clientset whose informer indexers are
+// filled directly.
+type fixture struct {
+	t      *testing.T
+	client *fake.Clientset
+	inf    *informers.Set
+	c      *Controller
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	inf, err := informers.New(client, informers.SourcesIn(func(ns string) bool { return ns == "platform" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(client, inf, record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), Options{
+		SourceNamespaces: globs.List{"platform"}, Workers: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transform := informers.Transform(informers.SourcesIn(func(ns string) bool { return ns == "platform" }))
+	for _, o := range objs {
+		o, _ := transform(o.DeepCopyObject())
+		var err error
+		switch x := o.(type) {
+		case *corev1.Secret:
+			err = inf.Secrets.Informer().GetIndexer().Add(x)
+		case *corev1.Namespace:
+			err = inf.Namespaces.Informer().GetIndexer().Add(x)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fixture{t: t, client: client, inf: inf, c: c}
+}
+
+// writes returns the verbs and namespaces of the fake client's write
+// actions (the fake's own seeding is not an action).
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "delete", "patch":
+			out = append(out, a.GetVerb()+" "+a.GetNamespace())
+		}
+	}
+	return out
+}
+
+func source(selector string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "platform", UID: "src-uid", ResourceVersion: "1",
+			Annotations: map[string]string{keys.ReplicateTo: selector}, CreationTimestamp: metav1.NewTime(time.Unix(100, 0))},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{},
+	}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
+	var entries = content.SecretEntries(src)
+	return &corev1.Secret{
+		ObjectMeta: replicaMeta(src, target, content.Hash(entries), &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
+		Type:       src.Type, Data: src.Data,
+	}
+}
+
+func ns(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func pair(target string) key { return key{Kind: kindSecret, Namespace: "platform", Name: "db", Target: target} }
+
+func TestSyncPair(t *testing.T) {
+	src := source("env=prod", map[string]string{"k": "v"})
+	prod, dev := ns("prod", map[string]string{"env": "prod"}), ns("dev", map[string]string{"env": "dev"})
+	stale := replicaOf(source("env=prod", map[string]string{"k": "old"}), "prod")
+	tamperedReplica := replicaOf(src, "prod")
+	tamperedReplica.Data = map[string][]byte{"k": []byte("edited")}
+	unmanaged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "prod"}, Data: map[string][]byte{"x": nil}}
+	immutableSrc := source("env=prod", map[string]string{"k": "v"})
+	immutableSrc.Immutable = ptrTo(true)
+
+	tests := []struct {
+		name   string
+		objs   []runtime.Object
+		target string
+		want   []string
+	}{
+		{"missing replica is created", []runtime.Object{src, prod}, "prod", []string{"create prod"}},
+		{"replica in sync: no write", []runtime.Object{src, prod, replicaOf(src, "prod")}, "prod", nil},
+		{"stale replica is updated", []runtime.Object{src, prod, stale}, "prod", []string{"update prod"}},
+		{"tampered replica is reverted", []runtime.Object{src, prod, tamperedReplica}, "prod", []string{"update prod"}},
+		{"no longer matching: deleted", []runtime.Object{src, dev, replicaOf(src, "dev")}, "dev", []string{"delete dev"}},
+		{"not matching, nothing there: no write", []runtime.Object{src, dev}, "dev", nil},
+		{"unmanaged object: never touched", []runtime.Object{src, prod, unmanaged}, "prod", nil},
+		{"source gone: replica deleted", []runtime.Object{prod, replicaOf(src, "prod")}, "prod", []string{"delete prod"}},
+		{"invalid selector: replica kept", []runtime.Object{source("env in (", map[string]string{"k": "v"}), prod, replicaOf(src, "prod")}, "prod", nil},
+		{"namespace gone: nothing", []runtime.Object{src}, "prod", nil},
+		{"immutable changed: recreated", []runtime.Object{immutableSrc, prod, replicaOf(src, "prod")}, "prod", []string{"delete prod", "create prod"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.objs...)
+			if err := f.c.syncPair(t.Context(), pair(tt.target)); err != nil {
+				t.Fatalf("syncPair: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, f.writes()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSyncPairWritesTheSourceContentWithoutCacheMarkers(t *testing.T) {
+	src := source("*", map[string]string{"k": "v"})
+	old := replicaOf(source("*", map[string]string{"k": "old"}), "prod")
+	old.Labels["team"] = "kept"
+	f := newFixture(t, src, ns("prod", nil), old)
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	var got *corev1.Secret
+	for _, a := range f.client.Actions() {
+		if u, ok := a.(k8stesting.UpdateAction); ok {
+			got = u.GetObject().(*corev1.Secret)
+		}
+	}
+	if got == nil {
+		t.Fatal("no update")
+	}
+	want := replicaOf(src, "prod")
+	want.Labels["team"] = "kept"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("written replica (-want +got):\n%s", diff)
+	}
+}
+
+func labelSet(m map[string]string) labels.Set { return labels.Set(m) }
+
+func ptrTo[T any](v T) *T { return &v }
