@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/courier-k8s/courier/guard"
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
 	"github.com/courier-k8s/courier/metrics"
@@ -137,16 +138,24 @@ func run(ctx context.Context, o Options, logger *zap.Logger) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: keys.FieldManager})
 	queues := metrics.NewQueues(reg)
 
+	grd, err := guard.New(client, inf, recorder, reg, logger, guard.Options{
+		SourceNamespaces: o.SourceNamespaces,
+		QueueMetrics:     queues,
+	})
+	if err != nil {
+		return err
+	}
 	rep, err := replicator.New(client, inf, recorder, reg, logger, replicator.Options{
 		SourceNamespaces:  o.SourceNamespaces,
 		ExcludeNamespaces: o.ExcludeNamespaces,
 		Workers:           o.ReplicatorWorkers,
 		QueueMetrics:      queues,
+		Guard:             grd,
 	})
 	if err != nil {
 		return err
 	}
-	controllers := []controller{rep} // the guard and reloader join here
+	controllers := []controller{rep, grd} // the reloader joins here
 
 	logger.Info("starting",
 		zap.String("namespace", o.Namespace),

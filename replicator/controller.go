@@ -34,7 +34,28 @@ type Options struct {
 	Workers int
 	// QueueMetrics, if set, receives the work queue's metrics.
 	QueueMetrics workqueue.MetricsProvider
+	// Guard, if set, is consulted about protected sources and reverts.
+	Guard Guard
 }
+
+// Guard is what the replicator asks the guard (package guard).
+type Guard interface {
+	// Protected reports whether a source is protected: deleting it restores
+	// it rather than removing its replicas.
+	Protected(m metav1.Object) bool
+	// Restoring reports whether a deleted protected source is being restored.
+	Restoring(kind, namespace, name string) bool
+	// Allow is asked before reverting someone else's change to a replica: 0
+	// to go ahead, else how long to hold off and whether that starts a new
+	// backoff.
+	Allow(kind, replica string) (wait time.Duration, newlyContested bool)
+	// Reverted records a revert that was written.
+	Reverted(replica string)
+}
+
+// restoreGrace delays the fan-out after a protected source's deletion, so
+// the guard restores it before any replica could be removed.
+const restoreGrace = time.Second
 
 // Controller is the replicator.
 type Controller struct {
@@ -175,6 +196,9 @@ func (c *Controller) enqueue(k key, seen time.Time) {
 
 // remember records when the change k waits for was seen, keeping the earliest.
 func (c *Controller) remember(k key, seen time.Time) {
+	if seen.IsZero() {
+		return // not waiting for a known change
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.pending[k]; !ok || seen.Before(t) {
@@ -237,6 +261,10 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			}
 			if isSource(m) {
 				c.forgetSource(m.GetUID())
+				if c.opts.Guard != nil && c.opts.Guard.Protected(m) {
+					c.queue.AddAfter(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, restoreGrace)
+					return
+				}
 				c.sourceChanged(kind, m)
 			}
 			c.enqueueClaims(kind, m)

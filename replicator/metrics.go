@@ -44,9 +44,10 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 
 // Replica states in courier_replicator_replicas.
 const (
-	stateInSync   = "in_sync"
-	stateConflict = "conflict"
-	stateError    = "error"
+	stateInSync    = "in_sync"
+	stateConflict  = "conflict"
+	stateError     = "error"
+	stateContested = "contested"
 )
 
 // states is the last outcome of every pair that should hold a replica.
@@ -88,7 +89,7 @@ func (s *states) counts() map[[2]string]int {
 }
 
 var replicasDesc = prometheus.NewDesc(metrics.Namespace+"_replicator_replicas",
-	"Replicas courier is responsible for, by kind and state (in_sync, conflict, error).", []string{"kind", "state"}, nil)
+	"Replicas courier is responsible for, by kind and state (in_sync, conflict, error, contested).", []string{"kind", "state"}, nil)
 
 // stateCollector reports states at scrape time, always with every
 // kind/state pair so dashboards see zeros rather than gaps.
@@ -99,7 +100,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- replicasDes
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.s.counts()
 	for _, kind := range []string{kindSecret, kindConfigMap} {
-		for _, st := range []string{stateInSync, stateConflict, stateError} {
+		for _, st := range []string{stateInSync, stateConflict, stateError, stateContested} {
 			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(counts[[2]string{kind, st}]), kind, st)
 		}
 	}

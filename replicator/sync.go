@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/content"
 	"github.com/courier-k8s/courier/globs"
@@ -27,6 +28,7 @@ const (
 	ReasonInvalidSelector     = "InvalidSelector"
 	ReasonReplicaConflict     = "ReplicaConflict"
 	ReasonReplicaReverted     = "ReplicaReverted"
+	ReasonReplicaContested    = "ReplicaContested"
 )
 
 // key is one unit of work. With Target empty it is a source: sync fans out
@@ -257,6 +259,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if err != nil {
 		return err
 	}
+	if src == nil && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
+		return nil // the guard is restoring the source: keep its replicas
+	}
 	d := c.decide(src, ns)
 	ref := k.sourceRef()
 
@@ -288,6 +293,19 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		}
 		if owner, _ := ownerOf(existing.meta); owner != ref {
 			return nil
+		}
+		// A live source that wants this name here takes the replica over
+		// (its pair reverts the metadata) rather than see it deleted and
+		// created again.
+		if ns != nil {
+			winner, err := c.claimant(o, k.Name, ns)
+			if err != nil {
+				return err
+			}
+			if winner != nil && winner.ref() != ref {
+				c.enqueue(key{Kind: k.Kind, Namespace: winner.meta.GetNamespace(), Name: k.Name, Target: k.Target}, seen)
+				return nil
+			}
 		}
 		return c.write(k, seen, opDelete, func() error {
 			return o.delete(ctx, k.Target, k.Name, preconditions(existing.meta))
@@ -332,17 +350,45 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		return nil // in sync: no write
 	}
 	// Changed by someone else since courier wrote it (not by a source change).
-	reverted := owner == ref && tampered(existing.meta, existingHash, ref)
+	// Someone else changed it since courier wrote it, unless it is another
+	// source's replica that this older source takes over.
+	reverted := tampered(existing.meta, existingHash, ref) && (owner == ref || !c.isSource(o, owner))
+	if reverted && c.opts.Guard != nil {
+		if wait, newly := c.opts.Guard.Allow(k.Kind, k.Target+"/"+k.Name); wait > 0 {
+			c.states.put(k, stateContested)
+			if newly {
+				c.logger.Warn("replica keeps being changed by another writer; backing off", zap.Stringer("pair", k), zap.Duration("backoff", wait))
+				c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaContested, fmt.Sprintf(
+					"something keeps changing this replica of %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
+					ref, wait, ref))
+			}
+			c.queue.AddAfter(k, wait)
+			return nil
+		}
+	}
 	err = c.write(k, seen, opUpdate, func() error {
 		return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, existing.meta)))
 	})
 	c.states.set(k, err)
 	if err == nil && reverted {
+		if c.opts.Guard != nil {
+			c.opts.Guard.Reverted(k.Target + "/" + k.Name)
+		}
 		c.metrics.reverts.WithLabelValues(k.Kind).Inc()
 		c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaReverted, fmt.Sprintf(
 			"this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref))
 	}
 	return err
+}
+
+// isSource reports whether ref ("namespace/name") is a live source of o's kind.
+func (c *Controller) isSource(o *objects, ref string) bool {
+	ns, name, err := cache.SplitMetaNamespaceKey(ref)
+	if err != nil || ns == "" {
+		return false
+	}
+	it, err := o.get(ns, name)
+	return err == nil && it != nil && isSource(it.meta)
 }
 
 // write runs one API write, counting it and timing it from the source change.

@@ -178,7 +178,9 @@ func ns(name string, labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
 
-func pair(target string) key { return key{Kind: kindSecret, Namespace: "platform", Name: "db", Target: target} }
+func pair(target string) key {
+	return key{Kind: kindSecret, Namespace: "platform", Name: "db", Target: target}
+}
 
 func TestSyncPair(t *testing.T) {
 	src := source("env=prod", map[string]string{"k": "v"})
@@ -248,3 +250,24 @@ func TestSyncPairWritesTheSourceContentWithoutCacheMarkers(t *testing.T) {
 func labelSet(m map[string]string) labels.Set { return labels.Set(m) }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestForgedSourceAnnotationDoesNotDeleteALiveSourcesReplica(t *testing.T) {
+	src := source("*", map[string]string{"k": "v"})
+	forged := replicaOf(src, "prod")
+	forged.Annotations[keys.Source] = "platform2/db" // names a source that does not exist
+	f := newFixture(t, src, ns("prod", nil), forged)
+
+	gone := key{Kind: kindSecret, Namespace: "platform2", Name: "db", Target: "prod"}
+	if err := f.c.syncPair(t.Context(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes(); got != nil {
+		t.Errorf("the forged owner's pair wrote %v, want nothing", got)
+	}
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"update prod"}, f.writes()); diff != "" {
+		t.Errorf("the live source's pair (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+const keyProtect = "courier.dev/protect"
+
+func TestEditedReplicaIsRevertedToTheSource(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "cfg", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	want := map[string][]byte{"k": []byte("v")}
+	eventually(t, converge, "replica", secretIn(dst, "cfg", want))
+
+	tests := []struct {
+		name   string
+		change func(*corev1.Secret)
+	}{
+		{"data edited", func(r *corev1.Secret) { r.Data["k"] = []byte("hacked") }},
+		{"key added", func(r *corev1.Secret) { r.Data["extra"] = []byte("x") }},
+		{"managed-by label removed", func(r *corev1.Secret) { delete(r.Labels, keyManagedBy) }},
+		{"source annotation changed", func(r *corev1.Secret) { r.Annotations[keySource] = "elsewhere/cfg" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			updateSecret(t, dst, "cfg", tt.change)
+			eventually(t, converge, "reverted", func(ctx context.Context) (bool, error) {
+				r, err := getSecret(ctx, dst, "cfg")
+				if err != nil {
+					return false, err
+				}
+				return equalData(r.Data, want) && r.Labels[keyManagedBy] == "courier" && r.Annotations[keySource] == s.src+"/cfg", nil
+			})
+		})
+	}
+	eventually(t, converge, "ReplicaReverted event on the replica", eventWith(dst, "cfg", "ReplicaReverted", s.src+"/cfg"))
+	s.courier.WaitMetric(t.Context(), `courier_replicator_reverts_total{kind="Secret"} 4`)
+}
+
+func TestAWriterThatKeepsFightingIsBackedOffNotLooped(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "contested", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	want := map[string][]byte{"k": []byte("v")}
+	eventually(t, converge, "replica", secretIn(dst, "contested", want))
+
+	// The other writer: sets its value whenever the replica is not its own.
+	reverts := 0
+	for i := range 8 {
+		mine := fmt.Sprintf("writer-%d", i)
+		updateSecret(t, dst, "contested", func(r *corev1.Secret) { r.Data["k"] = []byte(mine) })
+		reverted := false
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			r, err := getSecret(t.Context(), dst, "contested")
+			if err == nil && equalData(r.Data, want) {
+				reverted = true
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if reverted {
+			reverts++
+		}
+	}
+	if reverts != 5 {
+		t.Errorf("courier reverted %d of 8 edits within a minute, want exactly 5", reverts)
+	}
+	eventually(t, converge, "ReplicaContested event", eventWith(dst, "contested", "ReplicaContested", "more than 5 reverts"))
+	s.courier.WaitMetric(t.Context(), `courier_guard_replicas_contested_total{kind="Secret"} 1`)
+	s.courier.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="contested"} 1`)
+	if n := strings.Count(s.courier.Logs(), `"msg":"replica written"`); n > 1+5 {
+		t.Errorf("courier wrote the replica %d times (1 create + 5 reverts allowed)", n)
+	}
+}
+
+func TestDeletedProtectedSourceIsRestoredAndItsReplicasKept(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	orig := createSecret(t, s.src, "root-ca",
+		withLabel(keyProtect, "true"), withLabel("team", "platform"),
+		withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation("note", "keep me"),
+		withData("ca.crt", "PEM"), func(x *corev1.Secret) { x.Type = "example.com/ca" })
+	eventually(t, converge, "replica", secretIn(dst, "root-ca", orig.Data))
+	replica, _ := getSecret(t.Context(), dst, "root-ca")
+
+	deleteSecret(t, s.src, "root-ca")
+	eventually(t, converge, "protected source restored", func(ctx context.Context) (bool, error) {
+		got, err := getSecret(ctx, s.src, "root-ca")
+		if err != nil {
+			return false, nil
+		}
+		return got.UID != orig.UID, nil
+	})
+	got, _ := getSecret(t.Context(), s.src, "root-ca")
+	if diff := cmp.Diff(orig.Labels, got.Labels); diff != "" {
+		t.Errorf("restored labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(orig.Annotations, got.Annotations); diff != "" {
+		t.Errorf("restored annotations (-want +got):\n%s", diff)
+	}
+	if got.Type != orig.Type || !equalData(got.Data, orig.Data) {
+		t.Errorf("restored type %q data %v, want %q %v", got.Type, got.Data, orig.Type, orig.Data)
+	}
+	eventually(t, converge, "SourceRestored event", eventWith(s.src, "root-ca", "SourceRestored", keyProtect))
+	consistently(t, 1500*time.Millisecond, "the replica was never deleted", func(ctx context.Context) (bool, error) {
+		r, err := getSecret(ctx, dst, "root-ca")
+		return err == nil && r.UID == replica.UID, err
+	})
+}
+
+func TestProtectedSourceRetiredByRemovingTheLabelFirst(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "old", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	eventually(t, converge, "replica", secretIn(dst, "old", map[string][]byte{"k": []byte("v")}))
+	updateSecret(t, s.src, "old", func(x *corev1.Secret) { delete(x.Labels, keyProtect) })
+	deleteSecret(t, s.src, "old")
+	eventually(t, converge, "replicas deleted with the retired source", secretGone(dst, "old"))
+	consistently(t, 1500*time.Millisecond, "the retired source stays deleted", secretGone(s.src, "old"))
+}
