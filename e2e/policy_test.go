@@ -181,4 +181,3 @@ func TestGuardPolicyDeniesUnauthorisedChangesInTheAPIServer(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 }
-
