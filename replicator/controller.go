@@ -314,15 +314,7 @@ func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
 			c.enqueue(key{Kind: kind, Namespace: srcNS, Name: name, Target: ns}, now)
 		}
 	}
-	srcs, err := c.objects[kind].byIndex(informers.SourcesByName, m.GetName())
-	if err != nil {
-		return
-	}
-	for _, s := range srcs {
-		if s.meta.GetNamespace() != ns {
-			c.enqueue(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: s.meta.GetName(), Target: ns}, now)
-		}
-	}
+	c.enqueueSourcesNamed(kind, m.GetName(), ns, now)
 }
 
 // enqueueAllSourcesFor enqueues the pair of every source for namespace ns.
@@ -331,15 +323,21 @@ func (c *Controller) enqueueAllSourcesFor(ns string) {
 	now := c.now()
 	for kind, o := range c.objects {
 		for _, name := range o.indexer.ListIndexFuncValues(informers.SourcesByName) {
-			srcs, err := o.byIndex(informers.SourcesByName, name)
-			if err != nil {
-				continue
-			}
-			for _, s := range srcs {
-				if s.meta.GetNamespace() != ns {
-					c.enqueue(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: s.meta.GetName(), Target: ns}, now)
-				}
-			}
+			c.enqueueSourcesNamed(kind, name, ns, now)
+		}
+	}
+}
+
+// enqueueSourcesNamed enqueues the pair (source, ns) of every source of kind
+// called name outside ns.
+func (c *Controller) enqueueSourcesNamed(kind, name, ns string, seen time.Time) {
+	srcs, err := c.objects[kind].byIndex(informers.SourcesByName, name)
+	if err != nil {
+		return
+	}
+	for _, s := range srcs {
+		if s.meta.GetNamespace() != ns {
+			c.enqueue(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: name, Target: ns}, seen)
 		}
 	}
 }
