@@ -127,3 +127,28 @@ func TestProtectedSourceRetiredByRemovingTheLabelFirst(t *testing.T) {
 	eventually(t, converge, "replicas deleted with the retired source", secretGone(dst, "old"))
 	consistently(t, 1500*time.Millisecond, "the retired source stays deleted", secretGone(s.src, "old"))
 }
+
+func TestOneSourceChangeIsExactlyOneWritePerReplica(t *testing.T) {
+	s := setupReplication(t)
+	var targets []string
+	for range 6 {
+		targets = append(targets, s.target(t, "t", nil))
+	}
+	createSecret(t, s.src, "one", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v1"))
+	for _, ns := range targets {
+		eventually(t, converge, "replica in "+ns, secretIn(ns, "one", map[string][]byte{"k": []byte("v1")}))
+	}
+	s.courier.WaitMetric(t.Context(), `courier_workqueue_depth{name="replicator"} 0`)
+	before := apiserverWrites(t, "secrets")
+
+	updateSecret(t, s.src, "one", func(x *corev1.Secret) { x.Data["k"] = []byte("v2") })
+	for _, ns := range targets {
+		eventually(t, converge, "updated in "+ns, secretIn(ns, "one", map[string][]byte{"k": []byte("v2")}))
+	}
+	time.Sleep(time.Second) // give any extra (fighting) write time to show in the count below
+	// One update of the source by the test, then one per replica.
+	if got, want := apiserverWrites(t, "secrets")-before, float64(1+len(targets)); got != want {
+		t.Errorf("secret writes for one source change to %d replicas = %v, want %v", len(targets), got, want)
+	}
+	s.courier.WaitMetric(t.Context(), fmt.Sprintf(`courier_replicator_writes_total{kind="Secret",operation="update"} %d`, len(targets)))
+}
