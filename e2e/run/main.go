@@ -94,7 +94,7 @@ In another terminal:
 
   export KUBECONFIG=%s
   %s get nodes
-  %s get secret blogsecret -A -L app.kubernetes.io/managed-by
+  %s get secrets -A --field-selector metadata.name=blogsecret -L app.kubernetes.io/managed-by
   %s -n platform patch secret blogsecret -p '{"stringData":{"password":"s3cr3t-v2"}}' && %s -n blog get deploy blog -o jsonpath='{.spec.template.metadata.annotations}'
 
 Ctrl-C stops courier and the cluster.
