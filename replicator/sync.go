@@ -285,6 +285,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 
 	switch d {
 	case leave:
+		if ns == nil {
+			c.states.forget(k) // the namespace and its replica are gone
+		}
 		return nil
 	case remove:
 		c.states.forget(k)

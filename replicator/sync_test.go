@@ -271,3 +271,23 @@ func TestForgedSourceAnnotationDoesNotDeleteALiveSourcesReplica(t *testing.T) {
 		t.Errorf("the live source's pair (-want +got):\n%s", diff)
 	}
 }
+
+func TestDeletedNamespaceDropsItsReplicaState(t *testing.T) {
+	src := source("*", map[string]string{"k": "v"})
+	f := newFixture(t, src, ns("prod", nil), replicaOf(src, "prod"))
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.c.states.counts()[[2]string{kindSecret, stateInSync}]; got != 1 {
+		t.Fatalf("in_sync = %d before the namespace goes, want 1", got)
+	}
+	if err := f.inf.Namespaces.Informer().GetIndexer().Delete(ns("prod", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.c.states.counts(); len(got) != 0 {
+		t.Errorf("states after the namespace was deleted = %v, want none", got)
+	}
+}
