@@ -68,8 +68,8 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		logger:   logger.Named("guard"),
 		recorder: recorder,
 		indexers: map[string]cache.Indexer{
-			"Secret":    inf.Secrets.Informer().GetIndexer(),
-			"ConfigMap": inf.ConfigMaps.Informer().GetIndexer(),
+			keys.KindSecret:    inf.Secrets.Informer().GetIndexer(),
+			keys.KindConfigMap: inf.ConfigMaps.Informer().GetIndexer(),
 		},
 		namespaces: inf.Namespaces.Lister(),
 		synced:     []cache.InformerSynced{inf.Secrets.Informer().HasSynced, inf.ConfigMaps.Informer().HasSynced, inf.Namespaces.Informer().HasSynced},
@@ -86,7 +86,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		budget:   NewBudget(reg),
 	}
 	reg.MustRegister(c.restored)
-	for kind, inf := range map[string]cache.SharedIndexInformer{"Secret": inf.Secrets.Informer(), "ConfigMap": inf.ConfigMaps.Informer()} {
+	for kind, inf := range map[string]cache.SharedIndexInformer{"Secret": inf.Secrets.Informer(), keys.KindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
 		}); err != nil {

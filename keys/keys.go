@@ -41,6 +41,11 @@ const (
 	// NamespaceName is the label the API server sets on every namespace.
 	NamespaceName = "kubernetes.io/metadata.name"
 
+	// KindSecret and KindConfigMap name the kinds courier replicates and
+	// guards, in work-queue keys, metric labels and log fields.
+	KindSecret    = "Secret"
+	KindConfigMap = "ConfigMap"
+
 	// HelmReleaseType is the Secret type Helm stores releases in; courier
 	// never lists or watches those Secrets.
 	HelmReleaseType = "helm.sh/release.v1"

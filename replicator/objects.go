@@ -16,8 +16,8 @@ import (
 
 // Kinds the replicator handles; the first field of every queue key.
 const (
-	kindSecret    = "Secret"
-	kindConfigMap = "ConfigMap"
+	kindSecret    = keys.KindSecret
+	kindConfigMap = keys.KindConfigMap
 )
 
 // item is the replicator's read-only view of a cached Secret or ConfigMap.
