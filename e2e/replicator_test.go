@@ -438,3 +438,31 @@ func grepLines(text, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+func TestConflictsInManyNamespacesGiveOneSummaryEvent(t *testing.T) {
+	s := setupReplication(t)
+	var blocked []string
+	for range 3 {
+		ns := s.target(t, "taken", nil)
+		createSecret(t, ns, "popular", withData("theirs", "x"))
+		blocked = append(blocked, ns)
+	}
+	createSecret(t, s.src, "popular", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	eventually(t, converge, "one ReplicaConflict naming all three namespaces",
+		eventWith(s.src, "popular", "ReplicaConflict", append(blocked, "3 namespace(s)")...))
+	time.Sleep(time.Second) // let any stray per-namespace event arrive before counting
+	evs, err := admin().CoreV1().Events(s.src).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=popular,reason=ReplicaConflict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 || evs.Items[0].Count != 1 {
+		t.Errorf("ReplicaConflict events = %d (count of first %d), want exactly one", len(evs.Items), firstCount(evs.Items))
+	}
+}
+
+func firstCount(evs []corev1.Event) int32 {
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[0].Count
+}

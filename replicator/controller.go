@@ -68,6 +68,7 @@ type Controller struct {
 	queue      workqueue.TypedRateLimitingInterface[key]
 	metrics    *replicatorMetrics
 	states     *states
+	conflicts  conflicts
 	now        func() time.Time
 
 	mu      sync.Mutex
@@ -101,11 +102,12 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics}),
-		metrics: newMetrics(reg, st),
-		states:  st,
-		now:     time.Now,
-		hashes:  map[types.UID]cachedHash{},
-		pending: map[key]time.Time{},
+		metrics:   newMetrics(reg, st),
+		states:    st,
+		now:       time.Now,
+		conflicts: conflicts{pending: map[key]*conflictBatch{}},
+		hashes:    map[types.UID]cachedHash{},
+		pending:   map[key]time.Time{},
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: inf.Secrets.Informer(), kindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {

@@ -270,9 +270,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		switch {
 		case !managed:
 			if d == ensure {
-				c.conflict(k, src, fmt.Sprintf(
-					"%s %s/%s exists and was not created by courier, so it is left untouched and %s is not replicated there; delete or rename that object to let courier replicate",
-					k.Kind, k.Target, k.Name, ref))
+				c.conflict(k, src, fmt.Sprintf("%s %s/%s exists and was not created by courier; it is left untouched", k.Kind, k.Target, k.Name))
 			} else {
 				c.states.forget(k)
 			}
@@ -321,9 +319,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		return err
 	}
 	if winner != nil && winner.ref() != ref {
-		c.conflict(k, src, fmt.Sprintf(
-			"namespace %s already gets %s %s from the older source %s, which wins; rename this source or narrow its %s",
-			k.Target, k.Kind, k.Name, winner.ref(), keys.ReplicateTo))
+		c.conflict(k, src, fmt.Sprintf("the older source %s wins", winner.ref()))
 		return nil
 	}
 
@@ -409,13 +405,6 @@ func (c *Controller) write(k key, seen time.Time, op string, do func() error) er
 	}
 	c.logger.Debug("replica written", zap.Stringer("pair", k), zap.String("op", op))
 	return nil
-}
-
-func (c *Controller) conflict(k key, src *item, msg string) {
-	c.states.setConflict(k)
-	c.metrics.conflicts.WithLabelValues(k.Kind).Inc()
-	c.logger.Warn("replica conflict", zap.Stringer("pair", k), zap.String("reason", msg))
-	c.warn(src, ReasonReplicaConflict, msg)
 }
 
 func (c *Controller) warn(src *item, reason, msg string) {

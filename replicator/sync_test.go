@@ -1,6 +1,8 @@
 package replicator
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -289,5 +291,54 @@ func TestDeletedNamespaceDropsItsReplicaState(t *testing.T) {
 	}
 	if got := f.c.states.counts(); len(got) != 0 {
 		t.Errorf("states after the namespace was deleted = %v, want none", got)
+	}
+}
+
+func TestConflictMessageNamesEveryNamespaceUpToTheLimit(t *testing.T) {
+	sk := key{Kind: kindSecret, Namespace: "platform", Name: "db"}
+	got := conflictMessage(sk, map[string]string{"b": "the older source x/db wins", "a": "Secret a/db exists and was not created by courier; it is left untouched"})
+	for _, want := range []string{"platform/db", "2 namespace(s)", "a (Secret a/db exists", "b (the older source x/db wins)", keys.ReplicateTo} {
+		if !strings.Contains(got, want) {
+			t.Errorf("message %q lacks %q", got, want)
+		}
+	}
+	if strings.Index(got, "a (") > strings.Index(got, "b (") {
+		t.Errorf("namespaces not sorted: %q", got)
+	}
+	many := map[string]string{}
+	for i := range 25 {
+		many[fmt.Sprintf("ns-%02d", i)] = "taken"
+	}
+	got = conflictMessage(sk, many)
+	if !strings.Contains(got, "25 namespace(s)") || !strings.Contains(got, "ns-09 (taken), and 15 more") || strings.Contains(got, "ns-10") {
+		t.Errorf("long message not bounded as expected: %q", got)
+	}
+}
+
+func TestConflictsAcrossNamespacesGiveOneEvent(t *testing.T) {
+	src := source("*", map[string]string{"k": "v"})
+	objs := []runtime.Object{src}
+	for _, n := range []string{"a", "b", "c"} {
+		objs = append(objs, ns(n, nil), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: n}})
+	}
+	f := newFixture(t, objs...)
+	for _, n := range []string{"a", "b", "c"} {
+		if err := f.c.syncPair(t.Context(), pair(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := f.c.recorder.(*record.FakeRecorder)
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "ReplicaConflict") || !strings.Contains(e, "3 namespace(s)") {
+			t.Errorf("event %q, want one ReplicaConflict naming 3 namespaces", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ReplicaConflict event")
+	}
+	select {
+	case e := <-rec.Events:
+		t.Errorf("a second event: %q", e)
+	case <-time.After(2 * conflictWindow):
 	}
 }
