@@ -62,8 +62,8 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a lease that is not renewed")
 	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
 	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "sustained requests per second to the Kubernetes API (client-side limit)")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the Kubernetes API above --kube-api-qps")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 200, "sustained requests per second to the Kubernetes API (client-side limit; one source change to N namespaces is N writes)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "burst of requests to the Kubernetes API above --kube-api-qps")
 	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 16, "replicas written concurrently (across namespaces)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 

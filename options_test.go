@@ -20,8 +20,8 @@ func TestParseOptions(t *testing.T) {
 		LeaseDuration:     15 * time.Second,
 		RenewDeadline:     10 * time.Second,
 		RetryPeriod:       2 * time.Second,
-		KubeAPIQPS:        50,
-		KubeAPIBurst:      100,
+		KubeAPIQPS:        200,
+		KubeAPIBurst:      400,
 		ReplicatorWorkers: 16,
 		LogLevel:          "info",
 	}
