@@ -33,6 +33,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
 	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/reloader"
 	"github.com/courier-k8s/courier/replicator"
 )
 
@@ -155,7 +156,17 @@ func run(ctx context.Context, o Options, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	controllers := []controller{rep, grd} // the reloader joins here
+	rel, err := reloader.New(client, inf, recorder, reg, logger, reloader.Options{
+		ReloadAll:    o.ReloadAll,
+		Debounce:     o.ReloadDebounce,
+		QPS:          float32(o.ReloadQPS),
+		Burst:        o.ReloadBurst,
+		QueueMetrics: queues,
+	})
+	if err != nil {
+		return err
+	}
+	controllers := []controller{rep, grd, rel}
 
 	logger.Info("starting",
 		zap.String("namespace", o.Namespace),

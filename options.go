@@ -30,6 +30,8 @@ type Options struct {
 	KubeAPIQPS        float64
 	KubeAPIBurst      int
 	ReplicatorWorkers int
+	ReloadQPS         float64
+	ReloadBurst       int
 	LogLevel          string
 }
 
@@ -58,6 +60,8 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
+	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")
+	fs.IntVar(&o.ReloadBurst, "reload-burst", 100, "rollouts allowed at once above --reload-qps")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on a Lease in --namespace; only the leader writes")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a lease that is not renewed")
 	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
@@ -120,6 +124,9 @@ func (o Options) validate() error {
 	}
 	if o.ReloadDebounce < 0 {
 		errs = append(errs, errors.New("--reload-debounce must not be negative"))
+	}
+	if o.ReloadQPS <= 0 || o.ReloadBurst < 1 {
+		errs = append(errs, errors.New("--reload-qps and --reload-burst must be positive"))
 	}
 	if o.ReplicatorWorkers < 1 {
 		errs = append(errs, errors.New("--replicator-workers must be at least 1"))

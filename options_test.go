@@ -23,6 +23,8 @@ func TestParseOptions(t *testing.T) {
 		KubeAPIQPS:        200,
 		KubeAPIBurst:      400,
 		ReplicatorWorkers: 16,
+		ReloadQPS:         50,
+		ReloadBurst:       100,
 		LogLevel:          "info",
 	}
 	with := func(f func(*Options)) Options { o := defaults; f(&o); return o }

@@ -1,10 +1,14 @@
 package informers
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-k8s/courier/inputs"
 	"github.com/courier-k8s/courier/keys"
 )
 
@@ -53,4 +57,51 @@ func metaOf(obj any) (metav1.Object, error) {
 		obj = d.Obj
 	}
 	return meta.Accessor(obj)
+}
+
+// ConsumersByInput indexes workloads (Deployments, StatefulSets, DaemonSets,
+// CronJobs) by every Secret and ConfigMap their pod template consumes, as
+// InputKey values, so a change costs work proportional to its consumers.
+const ConsumersByInput = "courier.dev/consumers-by-input"
+
+// InputKey is the ConsumersByInput value of a Secret or ConfigMap.
+func InputKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// WorkloadIndexers are the indexers every workload informer gets.
+var WorkloadIndexers = cache.Indexers{ConsumersByInput: indexConsumersByInput}
+
+func indexConsumersByInput(obj any) ([]string, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t := PodTemplate(obj)
+	if t == nil {
+		return nil, nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	refs := inputs.Of(&t.Spec)
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, InputKey(r.Kind, m.GetNamespace(), r.Name))
+	}
+	return out, nil
+}
+
+// PodTemplate returns the pod template of a workload (for a CronJob, its
+// job template's), or nil for any other object.
+func PodTemplate(obj any) *corev1.PodTemplateSpec {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		return &w.Spec.Template
+	case *appsv1.StatefulSet:
+		return &w.Spec.Template
+	case *appsv1.DaemonSet:
+		return &w.Spec.Template
+	case *batchv1.CronJob:
+		return &w.Spec.JobTemplate.Spec.Template
+	}
+	return nil
 }

@@ -59,6 +59,11 @@ func New(client kubernetes.Interface, keep KeepValues) (*Set, error) {
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
 	}
+	for _, inf := range []informerGetter{s.Deployments, s.StatefulSets, s.DaemonSets, s.CronJobs} {
+		if err := inf.Informer().AddIndexers(WorkloadIndexers); err != nil {
+			return nil, fmt.Errorf("add indexers: %w", err)
+		}
+	}
 	return s, nil
 }
 

@@ -33,6 +33,10 @@ const (
 	ConfigHash = Prefix + "config-hash"
 	// ReloadedFor (annotation, on a workload) names what changed last.
 	ReloadedFor = Prefix + "reloaded-for"
+	// ConfigInputs (annotation, on a workload's metadata, not its template)
+	// is the reloader's baseline: a short digest of each opted-in input it
+	// consumes, as last seen. Writing it is not a rollout.
+	ConfigInputs = Prefix + "config-inputs"
 
 	// ManagedBy is the well-known label set to ManagedByValue on replicas.
 	ManagedBy      = "app.kubernetes.io/managed-by"

@@ -1,0 +1,354 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	keyReload      = "courier.dev/reload"
+	keyReloadOn    = "courier.dev/reload-on"
+	keyConfigHash  = "courier.dev/config-hash"
+	keyReloadedFor = "courier.dev/reloaded-for"
+	keyInputs      = "courier.dev/config-inputs"
+	// quiet is how long a test watches for a rollout that must not happen:
+	// longer than the default --reload-debounce (2 s).
+	quiet = 3500 * time.Millisecond
+)
+
+func keyRef(kind, name, key string) corev1.EnvVar {
+	src := &corev1.EnvVarSource{}
+	if kind == "secret" {
+		src.SecretKeyRef = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
+	} else {
+		src.ConfigMapKeyRef = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
+	}
+	return corev1.EnvVar{Name: strings.ToUpper(strings.ReplaceAll(name+"_"+key, "-", "_")), ValueFrom: src}
+}
+
+func podSpec(env []corev1.EnvVar, envFrom []corev1.EnvFromSource, volumes []corev1.Volume) corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Env: env, EnvFrom: envFrom}},
+		Volumes:    volumes,
+	}
+}
+
+func createDeployment(t *testing.T, ns, name string, annotations map[string]string, spec corev1.PodSpec) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}
+	if _, err := admin().AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
+	}
+}
+
+// replicaSets counts a Deployment's ReplicaSets: one per pod template it
+// ever ran (up to its revision history), so each rollout adds one. Its
+// generation is no measure: Deployments bump it on annotation changes too.
+func replicaSets(ctx context.Context, ns, name string) (int, error) {
+	rss, err := admin().AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		return 0, err
+	}
+	return len(rss.Items), nil
+}
+
+// settled waits until the Deployment runs its first ReplicaSet and courier
+// has recorded its baseline (first sight), and returns the ReplicaSet count.
+func settled(t *testing.T, ns, name string) int {
+	t.Helper()
+	eventually(t, converge, "first ReplicaSet and baseline on "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.Annotations[keyInputs] == "" {
+			return false, err
+		}
+		n, err := replicaSets(ctx, ns, name)
+		return n == 1, err
+	})
+	return 1
+}
+
+// unsettled waits only for the first ReplicaSet (a workload courier ignores).
+func unsettled(t *testing.T, ns, name string) int {
+	t.Helper()
+	eventually(t, converge, "first ReplicaSet of "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, ns, name)
+		return n == 1, err
+	})
+	return 1
+}
+
+func rolledOutOnce(t *testing.T, ns, name string, before int, changed string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "rollout of "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, ns, name)
+		return n > before, err
+	})
+	d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Spec.Template.Annotations[keyConfigHash]) != 64 {
+		t.Errorf("pod template %s = %q, want a sha256", keyConfigHash, d.Spec.Template.Annotations[keyConfigHash])
+	}
+	if got := d.Annotations[keyReloadedFor]; got != changed {
+		t.Errorf("%s = %q, want %q", keyReloadedFor, got, changed)
+	}
+	noRollout(t, ns, name, before+1)
+}
+
+func noRollout(t *testing.T, ns, name string, want int) {
+	t.Helper()
+	consistently(t, quiet, fmt.Sprintf("%s/%s keeps %d ReplicaSet(s)", ns, name, want), func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, ns, name)
+		return n == want, err
+	})
+}
+
+func TestClassicRecipeSourceChangeRollsOutEveryConsumerOfItsReplicas(t *testing.T) {
+	s := setupReplication(t)
+	var targets []string
+	for range 2 {
+		targets = append(targets, s.target(t, "app", nil))
+	}
+	createSecret(t, s.src, "blogsecret", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"),
+		withData("password", "v1"), withData("user", "blog"))
+	gens := map[string]int{}
+	for _, ns := range targets {
+		eventually(t, converge, "replica", secretIn(ns, "blogsecret", map[string][]byte{"password": []byte("v1"), "user": []byte("blog")}))
+		createDeployment(t, ns, "blog", nil, podSpec([]corev1.EnvVar{keyRef("secret", "blogsecret", "password")}, nil, nil))
+		gens[ns] = settled(t, ns, "blog")
+	}
+	for _, ns := range targets {
+		noRollout(t, ns, "blog", gens[ns]) // first sight: no rollout
+	}
+
+	updateSecret(t, s.src, "blogsecret", func(x *corev1.Secret) { x.Data["password"] = []byte("v2") })
+	for _, ns := range targets {
+		rolledOutOnce(t, ns, "blog", gens[ns], "secret/blogsecret")
+		eventually(t, converge, "Reloaded event", eventWith(ns, "blog", "Reloaded", "secret/blogsecret"))
+	}
+	// The rollout really happens: a new ReplicaSet's pod becomes Ready on the kwok node.
+	eventually(t, 30*time.Second, "rollout complete", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(targets[0]).Get(ctx, "blog", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1, nil
+	})
+
+	// A key the workload does not consume: no rollout.
+	updateSecret(t, s.src, "blogsecret", func(x *corev1.Secret) { x.Data["user"] = []byte("other") })
+	noRollout(t, targets[0], "blog", gens[targets[0]]+1)
+}
+
+func TestOptInPathsAndConsumptionForms(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "apps", nil)
+	mk := func(name string, opts ...secretOpt) {
+		createSecret(t, ns, name, append([]secretOpt{withData("a", "1"), withData("b", "1")}, opts...)...)
+	}
+	mk("plain")
+	mk("flagged", withAnnotation(keyReload, "true"))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "1"}}
+	if _, err := admin().CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	envFrom := func(name string) []corev1.EnvFromSource {
+		return []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		spec        corev1.PodSpec
+		change      string // "secret/<name>" or "configmap/settings"
+		want        bool
+	}{
+		{"workload reload=true, envFrom", map[string]string{keyReload: "true"}, podSpec(nil, envFrom("plain"), nil), "secret/plain", true},
+		{"reload-on names it, projected volume", map[string]string{keyReloadOn: "configmap/settings, secret/nothing"},
+			podSpec(nil, nil, []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}}}}}),
+			"configmap/settings", true},
+		{"secret has reload=true, initContainer keyRef", nil, func() corev1.PodSpec {
+			p := podSpec(nil, nil, nil)
+			p.InitContainers = []corev1.Container{{Name: "init", Image: "x", Env: []corev1.EnvVar{keyRef("secret", "flagged", "a")}}}
+			return p
+		}(), "secret/flagged", true},
+		{"workload reload=false opts out", map[string]string{keyReload: "false"}, podSpec(nil, envFrom("flagged"), nil), "secret/flagged", false},
+		{"no opt-in anywhere", nil, podSpec(nil, envFrom("plain"), nil), "secret/plain", false},
+		{"volume items: an unlisted key", map[string]string{keyReload: "true"},
+			podSpec(nil, nil, []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "plain", Items: []corev1.KeyToPath{{Key: "b", Path: "b"}}}}}}),
+			"secret/plain", false},
+	}
+	gens := map[string]int{}
+	for i, tt := range tests {
+		name := fmt.Sprintf("w%d", i)
+		createDeployment(t, ns, name, tt.annotations, tt.spec)
+		if tt.annotations[keyReload] == "true" || tt.want {
+			gens[name] = settled(t, ns, name)
+		} else {
+			gens[name] = unsettled(t, ns, name)
+		}
+	}
+	time.Sleep(time.Second) // let first sight finish everywhere before changing inputs
+	// Change key "a" of every input.
+	updateSecret(t, ns, "plain", func(x *corev1.Secret) { x.Data["a"] = []byte("2") })
+	updateSecret(t, ns, "flagged", func(x *corev1.Secret) { x.Data["a"] = []byte("2") })
+	c, _ := admin().CoreV1().ConfigMaps(ns).Get(t.Context(), "settings", metav1.GetOptions{})
+	c.Data["a"] = "2"
+	if _, err := admin().CoreV1().ConfigMaps(ns).Update(t.Context(), c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("w%d", i)
+			if tt.want {
+				rolledOutOnce(t, ns, name, gens[name], tt.change)
+			} else {
+				noRollout(t, ns, name, gens[name])
+				d, _ := admin().AppsV1().Deployments(ns).Get(t.Context(), name, metav1.GetOptions{})
+				if d.Spec.Template.Annotations[keyConfigHash] != "" {
+					t.Errorf("pod template got %s", keyConfigHash)
+				}
+			}
+		})
+	}
+}
+
+func TestChangesWithinTheDebounceGiveOneRollout(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "apps", nil)
+	var env []corev1.EnvVar
+	for i := range 3 {
+		name := fmt.Sprintf("s%d", i)
+		createSecret(t, ns, name, withData("k", "1"))
+		env = append(env, keyRef("secret", name, "k"))
+	}
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec(env, nil, nil))
+	g0 := settled(t, ns, "app")
+	for i := range 3 {
+		updateSecret(t, ns, fmt.Sprintf("s%d", i), func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+		time.Sleep(200 * time.Millisecond)
+	}
+	rolledOutOnce(t, ns, "app", g0, "secret/s0, secret/s1, secret/s2")
+}
+
+func TestDeletedInputGivesInputMissingNotARollout(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "apps", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	g0 := settled(t, ns, "app")
+	deleteSecret(t, ns, "db")
+	eventually(t, 10*time.Second, "InputMissing event", eventWith(ns, "app", "InputMissing", "secret/db"))
+	noRollout(t, ns, "app", g0)
+	// Its first appearance again rolls nothing out either (the kubelet retries).
+	createSecret(t, ns, "db", withData("k", "2"))
+	noRollout(t, ns, "app", g0)
+}
+
+func TestRestartsNeverRollOutAndAChangeWhileDownRollsOutOnce(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "apps", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	g0 := settled(t, ns, "app")
+
+	s.courier.Stop()
+	c := startCourier(t, "--source-namespaces="+s.src)
+	c.WaitReady(t.Context())
+	noRollout(t, ns, "app", g0)
+
+	c.Stop()
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("while-down") })
+	c = startCourier(t, "--source-namespaces="+s.src)
+	c.WaitReady(t.Context())
+	rolledOutOnce(t, ns, "app", g0, "secret/db")
+}
+
+func TestReloadAllAndOtherWorkloadKinds(t *testing.T) {
+	s := setupReplication(t, "--reload-all")
+	ns := s.target(t, "apps", nil)
+	createSecret(t, ns, "cfg", withData("k", "1"))
+	spec := podSpec([]corev1.EnvVar{keyRef("secret", "cfg", "k")}, nil, nil)
+	labels := map[string]string{"app": "x"}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}
+	ctx := t.Context()
+	if _, err := admin().AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "sts"},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin().AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "ds"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cronTmpl := *tmpl.DeepCopy()
+	cronTmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if _, err := admin().BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "cron"},
+		Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: cronTmpl}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	templateHash := func(ctx context.Context) (map[string]string, error) {
+		out := map[string]string{}
+		sts, err := admin().AppsV1().StatefulSets(ns).Get(ctx, "sts", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		ds, err := admin().AppsV1().DaemonSets(ns).Get(ctx, "ds", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cj, err := admin().BatchV1().CronJobs(ns).Get(ctx, "cron", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out["sts"] = sts.Spec.Template.Annotations[keyConfigHash] + "|" + sts.Annotations[keyInputs]
+		out["ds"] = ds.Spec.Template.Annotations[keyConfigHash] + "|" + ds.Annotations[keyInputs]
+		out["cron"] = cj.Spec.JobTemplate.Spec.Template.Annotations[keyConfigHash] + "|" + cj.Annotations[keyInputs]
+		return out, nil
+	}
+	eventually(t, converge, "baselines recorded, no template hash yet (first sight)", func(ctx context.Context) (bool, error) {
+		h, err := templateHash(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, v := range h {
+			if !strings.HasPrefix(v, "|secret/cfg=") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	updateSecret(t, ns, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	eventually(t, 10*time.Second, "every kind's pod template carries the config hash", func(ctx context.Context) (bool, error) {
+		h, err := templateHash(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, v := range h {
+			if len(strings.SplitN(v, "|", 2)[0]) != 64 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	jobs, err := admin().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(jobs.Items) != 0 {
+		t.Errorf("reloading the CronJob started %d Jobs (%v), want none", len(jobs.Items), err)
+	}
+}

@@ -1,0 +1,266 @@
+package reloader
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/keys"
+)
+
+// workers sync workloads concurrently; rollouts are paced by the limiter.
+const workers = 4
+
+// Options configures the reloader.
+type Options struct {
+	// ReloadAll reloads consumers of any change, without opt-in annotations.
+	ReloadAll bool
+	// Debounce gathers the changes to one workload's inputs into one rollout.
+	Debounce time.Duration
+	// QPS and Burst bound rollouts across the cluster.
+	QPS   float32
+	Burst int
+	// QueueMetrics, if set, receives the work queue's metrics.
+	QueueMetrics workqueue.MetricsProvider
+}
+
+// Controller is the reloader.
+type Controller struct {
+	opts       Options
+	client     kubernetes.Interface
+	logger     *zap.Logger
+	recorder   record.EventRecorder
+	workloads  map[string]cache.Indexer
+	secrets    cache.Indexer
+	configMaps cache.Indexer
+	synced     []cache.InformerSynced
+	queue      workqueue.TypedRateLimitingInterface[key]
+	limiter    flowcontrol.RateLimiter
+	metrics    *reloaderMetrics
+
+	mu      sync.Mutex
+	pending map[key]time.Time // when the change a workload waits for was first seen
+}
+
+// New builds the reloader and registers its handlers on inf (not yet started).
+func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
+	if o.QPS <= 0 || o.Burst < 1 {
+		return nil, fmt.Errorf("reloader: QPS and Burst must be positive")
+	}
+	c := &Controller{
+		opts:     o,
+		client:   client,
+		logger:   logger.Named("reloader"),
+		recorder: recorder,
+		workloads: map[string]cache.Indexer{
+			kindDeployment:  inf.Deployments.Informer().GetIndexer(),
+			kindStatefulSet: inf.StatefulSets.Informer().GetIndexer(),
+			kindDaemonSet:   inf.DaemonSets.Informer().GetIndexer(),
+			kindCronJob:     inf.CronJobs.Informer().GetIndexer(),
+		},
+		secrets:    inf.Secrets.Informer().GetIndexer(),
+		configMaps: inf.ConfigMaps.Informer().GetIndexer(),
+		// Backoff per workload: 200 ms doubling to 5 min.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics}),
+		limiter: flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
+		metrics: newMetrics(reg),
+		pending: map[key]time.Time{},
+	}
+	for _, i := range []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.StatefulSets.Informer(), inf.DaemonSets.Informer(), inf.CronJobs.Informer(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer()} {
+		c.synced = append(c.synced, i.HasSynced)
+	}
+	for _, i := range []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.StatefulSets.Informer(), inf.DaemonSets.Informer(), inf.CronJobs.Informer()} {
+		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onWorkload,
+			UpdateFunc: c.onWorkloadUpdate,
+			DeleteFunc: c.onWorkloadDelete,
+		}); err != nil {
+			return nil, fmt.Errorf("reloader: workload handler: %w", err)
+		}
+	}
+	for kind, i := range map[string]cache.SharedIndexInformer{keys.KindSecret: inf.Secrets.Informer(), keys.KindConfigMap: inf.ConfigMaps.Informer()} {
+		if _, err := i.AddEventHandler(c.inputHandler(kind)); err != nil {
+			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
+		}
+	}
+	return c, nil
+}
+
+// Run syncs until ctx ends, then stops the queue and waits for the workers.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	if !cache.WaitForNamedCacheSync("reloader", ctx.Done(), c.synced...) {
+		return nil
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	k, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(k)
+	err := c.sync(ctx, k)
+	switch {
+	case err == nil:
+		c.queue.Forget(k)
+	case ctx.Err() != nil:
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		// The workload changed (or went) since the cache saw it: look again.
+		c.queue.AddRateLimited(k)
+	default:
+		c.logger.Error("sync failed; retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
+		c.queue.AddRateLimited(k)
+	}
+	return true
+}
+
+// changed enqueues k after the debounce window, remembering when the change
+// was first seen. A key already waiting keeps its earlier time, so changes
+// within the window share one sync.
+func (c *Controller) changed(k key) {
+	c.remember(k, time.Now())
+	c.queue.AddAfter(k, c.opts.Debounce)
+}
+
+func (c *Controller) remember(k key, seen time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.pending[k]; !ok || seen.Before(t) {
+		c.pending[k] = seen
+	}
+}
+
+func (c *Controller) handled(k key) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.pending[k]
+	delete(c.pending, k)
+	return t, ok
+}
+
+func workloadKey(obj any) (key, bool) {
+	m, err := meta.Accessor(obj)
+	kind := kindOf(obj)
+	if err != nil || kind == "" {
+		return key{}, false
+	}
+	return key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, true
+}
+
+// onWorkload handles a workload seen for the first time (or on start-up).
+func (c *Controller) onWorkload(obj any) {
+	if k, ok := workloadKey(obj); ok {
+		c.queue.Add(k)
+	}
+}
+
+// onWorkloadUpdate looks again only when what the reloader reads changed:
+// the pod template's inputs or courier's annotations.
+func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
+	ot, nt := informers.PodTemplate(oldObj), informers.PodTemplate(newObj)
+	om, err1 := meta.Accessor(oldObj)
+	nm, err2 := meta.Accessor(newObj)
+	if ot == nil || nt == nil || err1 != nil || err2 != nil {
+		return
+	}
+	a, b := om.GetAnnotations(), nm.GetAnnotations()
+	if equality.Semantic.DeepEqual(ot.Spec, nt.Spec) &&
+		a[keys.Reload] == b[keys.Reload] && a[keys.ReloadOn] == b[keys.ReloadOn] && a[keys.ConfigInputs] == b[keys.ConfigInputs] {
+		return
+	}
+	c.onWorkload(newObj)
+}
+
+func (c *Controller) onWorkloadDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if k, ok := workloadKey(obj); ok {
+		c.handled(k)
+	}
+}
+
+// inputHandler maps a Secret or ConfigMap event to its consumers, through
+// the ConsumersByInput index: only when content or courier.dev/reload changed.
+func (c *Controller) inputHandler(kind string) cache.ResourceEventHandler {
+	enqueueConsumers := func(obj any) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return
+		}
+		ik := informers.InputKey(kind, m.GetNamespace(), m.GetName())
+		for wkind, idx := range c.workloads {
+			objs, err := idx.ByIndex(informers.ConsumersByInput, ik)
+			if err != nil {
+				continue
+			}
+			for _, o := range objs {
+				w, _ := meta.Accessor(o)
+				c.changed(key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()})
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueConsumers,
+		UpdateFunc: func(oldObj, newObj any) {
+			if !contentOrReloadChanged(oldObj, newObj) {
+				return // metadata-only writes and resyncs never reload
+			}
+			enqueueConsumers(newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			enqueueConsumers(obj)
+		},
+	}
+}
+
+func contentOrReloadChanged(oldObj, newObj any) bool {
+	om, err1 := meta.Accessor(oldObj)
+	nm, err2 := meta.Accessor(newObj)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	if om.GetAnnotations()[keys.Reload] != nm.GetAnnotations()[keys.Reload] {
+		return true
+	}
+	switch o := oldObj.(type) {
+	case *corev1.Secret:
+		return content.Hash(content.SecretEntries(o)) != content.Hash(content.SecretEntries(newObj.(*corev1.Secret)))
+	case *corev1.ConfigMap:
+		return content.Hash(content.ConfigMapEntries(o)) != content.Hash(content.ConfigMapEntries(newObj.(*corev1.ConfigMap)))
+	}
+	return true
+}

@@ -1,0 +1,16 @@
+// Package reloader rolls out the workloads (Deployments, StatefulSets,
+// DaemonSets, CronJobs) whose consumed Secret or ConfigMap content changed,
+// exactly once per change, by writing courier.dev/config-hash into the pod
+// template: the workload's own rollout strategy does the rest, as with
+// `kubectl rollout restart`.
+//
+// It keeps a baseline per workload (courier.dev/config-inputs, on the
+// workload's metadata, so writing it is not a rollout): a short digest of the
+// consumed keys of each opted-in input. A rollout happens only when an input
+// present in the baseline and now has different consumed content. So first
+// sight, restarts, leader changes, metadata-only writes, resyncs, deletions
+// and first appearances never roll anything out, and a change made while
+// courier was down rolls out once. It hashes from the informer cache (per-key
+// digests) and never reads a Secret from the API. Its patches touch only
+// courier's annotations.
+package reloader

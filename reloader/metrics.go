@@ -1,0 +1,27 @@
+package reloader
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/courier-k8s/courier/metrics"
+)
+
+type reloaderMetrics struct {
+	reloads, skipped *prometheus.CounterVec
+	latency          *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
+	const sub = "reloader"
+	m := &reloaderMetrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reloads_total",
+			Help: "Rollouts courier started, by workload kind and result (success, error)."}, []string{"kind", "result"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "skipped_total",
+			Help: "Input changes seen that gave no rollout, by reason (first_sight, input_missing, input_appeared)."}, []string{"reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reload_latency_seconds",
+			Help:    "Time from seeing an input change to writing the rollout, --reload-debounce included.",
+			Buckets: []float64{.1, .25, .5, 1, 2, 2.5, 3, 5, 10, 30, 60, 120}}, []string{"kind"}),
+	}
+	reg.MustRegister(m.reloads, m.skipped, m.latency)
+	return m
+}

@@ -1,0 +1,262 @@
+package reloader
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/inputs"
+	"github.com/courier-k8s/courier/keys"
+)
+
+// Event reasons.
+const (
+	ReasonReloaded          = "Reloaded"
+	ReasonInputMissing      = "InputMissing"
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+)
+
+// Reasons in courier_reloader_skipped_total: a change seen that gave no rollout.
+const (
+	skipFirstSight = "first_sight"
+	skipMissing    = "input_missing"
+	skipAppeared   = "input_appeared"
+)
+
+// digestLen is how many hex characters of each input's digest the baseline
+// keeps: 64 bits, ample to tell versions of one input apart, and small.
+const digestLen = 16
+
+// baseline maps input IDs ("secret/a") to the digest of their consumed content.
+type baseline map[string]string
+
+func (b baseline) String() string {
+	ids := make([]string, 0, len(b))
+	for id := range b {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		parts = append(parts, id+"="+b[id])
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseBaseline reads courier.dev/config-inputs; entries it cannot read are
+// dropped (they count as inputs appearing, which never rolls out).
+func parseBaseline(s string) baseline {
+	b := baseline{}
+	for _, part := range strings.Split(s, ",") {
+		id, d, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok && id != "" && d != "" {
+			b[id] = d
+		}
+	}
+	return b
+}
+
+// configHash is the pod-template hash: sha256 over every consumed input's
+// digest, in ID order.
+func configHash(b baseline) string {
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// consumedDigest is the digest of the keys ref consumes from entries: all of
+// them, or only the listed ones that exist.
+func consumedDigest(ref inputs.Ref, entries []content.Entry) string {
+	if !ref.All() {
+		want := map[string]bool{}
+		for _, k := range ref.Keys {
+			want[k] = true
+		}
+		kept := entries[:0:0]
+		for _, e := range entries {
+			if want[e.Key] {
+				kept = append(kept, e)
+			}
+		}
+		entries = kept
+	}
+	return content.Hash(entries)[:digestLen]
+}
+
+// diff compares the baseline with now: inputs whose consumed content changed,
+// inputs gone, and inputs new.
+func diff(before, now baseline) (changed, missing, appeared []string) {
+	for id, d := range now {
+		old, ok := before[id]
+		switch {
+		case !ok:
+			appeared = append(appeared, id)
+		case old != d:
+			changed = append(changed, id)
+		}
+	}
+	for id := range before {
+		if _, ok := now[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	sort.Strings(changed)
+	sort.Strings(missing)
+	sort.Strings(appeared)
+	return changed, missing, appeared
+}
+
+// input is a consumed object as seen in the cache.
+type input struct {
+	meta    metav1.Object
+	entries []content.Entry
+}
+
+func (c *Controller) lookup(kind, namespace, name string) *input {
+	idx := c.secrets
+	if kind == keys.KindConfigMap {
+		idx = c.configMaps
+	}
+	obj, ok, err := idx.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return &input{meta: o, entries: content.SecretEntries(o)}
+	case *corev1.ConfigMap:
+		return &input{meta: o, entries: content.ConfigMapEntries(o)}
+	}
+	return nil
+}
+
+// wantsReload reports whether the object, or the source it was replicated
+// from, carries courier.dev/reload: "true".
+func (c *Controller) wantsReload(kind string, in *input) bool {
+	if in.meta.GetAnnotations()[keys.Reload] == "true" {
+		return true
+	}
+	src, ok := in.meta.GetAnnotations()[keys.Source]
+	if !ok {
+		return false
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(src)
+	if err != nil || ns == "" {
+		return false
+	}
+	s := c.lookup(kind, ns, name)
+	return s != nil && s.meta.GetAnnotations()[keys.Reload] == "true"
+}
+
+// sync compares a workload's opted-in inputs with its baseline and writes at
+// most one patch: a rollout when consumed content changed, else the baseline
+// when it moved (first sight, inputs gone or new), else nothing.
+func (c *Controller) sync(ctx context.Context, k key) error {
+	seen, _ := c.handled(k)
+	obj, ok, err := c.workloads[k.Kind].GetByKey(k.Namespace + "/" + k.Name)
+	if err != nil || !ok {
+		return err
+	}
+	w := obj.(metav1.Object)
+	a := w.GetAnnotations()
+	if a[keys.Reload] == "false" {
+		return nil // opted out of every reload
+	}
+	all := c.opts.ReloadAll || a[keys.Reload] == "true"
+	var named map[string]bool
+	if s, ok := a[keys.ReloadOn]; ok {
+		var perr error
+		if named, perr = inputs.ParseReloadOn(s); perr != nil {
+			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
+		}
+	}
+
+	now := baseline{}
+	optional := map[string]bool{}
+	tracked := false
+	for _, ref := range inputs.Of(&informers.PodTemplate(obj).Spec) {
+		in := c.lookup(ref.Kind, k.Namespace, ref.Name)
+		if !(all || named[ref.ID()] || (in != nil && c.wantsReload(ref.Kind, in))) {
+			continue
+		}
+		tracked = true
+		optional[ref.ID()] = ref.Optional
+		if in != nil {
+			now[ref.ID()] = consumedDigest(ref, in.entries)
+		}
+	}
+	stored, hasBaseline := a[keys.ConfigInputs]
+	if !tracked && !hasBaseline {
+		return nil // nothing opted in: courier never writes to this workload
+	}
+	if !hasBaseline {
+		c.metrics.skipped.WithLabelValues(skipFirstSight).Inc()
+		return c.write(ctx, k, w, now, nil)
+	}
+	before := parseBaseline(stored)
+	changed, missing, appeared := diff(before, now)
+	for _, id := range missing {
+		if _, stillConsumed := optional[id]; !stillConsumed || optional[id] {
+			continue // no longer consumed or opted in, or optional: nothing to report
+		}
+		c.metrics.skipped.WithLabelValues(skipMissing).Inc()
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInputMissing, fmt.Sprintf(
+			"%s is consumed by this workload but was deleted; courier made no rollout. Running pods keep what they have; new pods cannot start until it exists again", id))
+	}
+	if len(appeared) > 0 {
+		c.metrics.skipped.WithLabelValues(skipAppeared).Inc()
+	}
+	if len(changed) == 0 {
+		if now.String() == before.String() {
+			return nil // in sync: no write
+		}
+		return c.write(ctx, k, w, now, nil)
+	}
+	if err := c.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	if err := c.write(ctx, k, w, now, changed); err != nil {
+		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
+		if !seen.IsZero() {
+			c.remember(k, seen)
+		}
+		return err
+	}
+	c.metrics.reloads.WithLabelValues(k.Kind, "success").Inc()
+	if !seen.IsZero() {
+		c.metrics.latency.WithLabelValues(k.Kind).Observe(time.Since(seen).Seconds())
+	}
+	reason := strings.Join(changed, ", ")
+	c.logger.Info("reloaded", zap.Stringer("workload", k), zap.String("changed", reason))
+	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, ReasonReloaded, "rolled out because "+reason+" changed")
+	return nil
+}
+
+// write patches the baseline, and with changed inputs, the rollout.
+func (c *Controller) write(ctx context.Context, k key, w metav1.Object, now baseline, changed []string) error {
+	annotations := map[string]string{keys.ConfigInputs: now.String()}
+	hash := ""
+	if len(changed) > 0 {
+		annotations[keys.ReloadedFor] = strings.Join(changed, ", ")
+		hash = configHash(now)
+	}
+	data, err := patch(k.Kind, w.GetResourceVersion(), annotations, hash)
+	if err != nil {
+		return err
+	}
+	if err := apply(ctx, c.client, k, data); err != nil {
+		return fmt.Errorf("patch %s: %w", k, err)
+	}
+	return nil
+}
