@@ -1,0 +1,85 @@
+package reloader
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/inputs"
+	"github.com/courier-k8s/courier/keys"
+)
+
+func TestDiff(t *testing.T) {
+	before := baseline{"secret/a": "1", "secret/b": "1", "configmap/c": "1"}
+	now := baseline{"secret/a": "2", "secret/b": "1", "secret/new": "1"}
+	changed, missing, appeared := diff(before, now)
+	if diff := cmp.Diff([]string{"secret/a"}, changed); diff != "" {
+		t.Errorf("changed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"configmap/c"}, missing); diff != "" {
+		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"secret/new"}, appeared); diff != "" {
+		t.Errorf("appeared (-want +got):\n%s", diff)
+	}
+}
+
+func TestBaselineRoundTrip(t *testing.T) {
+	b := baseline{"secret/b": "2222", "configmap/a": "1111"}
+	if got, want := b.String(), "configmap/a=1111,secret/b=2222"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if diff := cmp.Diff(b, parseBaseline(b.String())); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	if got := parseBaseline("garbage,,secret/x=,=1"); len(got) != 0 {
+		t.Errorf("unreadable entries kept: %v", got)
+	}
+}
+
+func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
+	entries := func(a, b string) []content.Entry {
+		return []content.Entry{{Key: "a", Digest: content.Digest([]byte(a))}, {Key: "b", Digest: content.Digest([]byte(b))}}
+	}
+	onlyA := inputs.Ref{Kind: keys.KindSecret, Name: "s", Keys: []string{"a"}}
+	whole := inputs.Ref{Kind: keys.KindSecret, Name: "s"}
+	if consumedDigest(onlyA, entries("1", "1")) != consumedDigest(onlyA, entries("1", "2")) {
+		t.Errorf("a change to key b changed the digest of a keyRef to a")
+	}
+	if consumedDigest(onlyA, entries("1", "1")) == consumedDigest(onlyA, entries("2", "1")) {
+		t.Errorf("a change to key a did not change the digest")
+	}
+	if consumedDigest(whole, entries("1", "1")) == consumedDigest(whole, entries("1", "2")) {
+		t.Errorf("a whole-object consumer did not see key b change")
+	}
+	if got := len(consumedDigest(whole, nil)); got != digestLen {
+		t.Errorf("digest length %d, want %d", got, digestLen)
+	}
+}
+
+func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
+	tests := []struct {
+		kind, hash string
+		want       string
+	}{
+		{kindDeployment, "", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"}}`},
+		{kindDeployment, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}`},
+		{kindCronJob, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind+tt.hash, func(t *testing.T) {
+			got, err := patch(tt.kind, "7", map[string]string{keys.ConfigInputs: "secret/a=1"}, tt.hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, w any
+			_ = json.Unmarshal(got, &g)
+			_ = json.Unmarshal([]byte(tt.want), &w)
+			if diff := cmp.Diff(w, g); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
