@@ -22,6 +22,7 @@ import (
 	"github.com/courier-k8s/courier/content"
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/pending"
 )
 
 // workers sync workloads concurrently; rollouts are paced by the limiter.
@@ -54,8 +55,7 @@ type Controller struct {
 	limiter    flowcontrol.RateLimiter
 	metrics    *reloaderMetrics
 
-	mu      sync.Mutex
-	pending map[key]time.Time // when the change a workload waits for was first seen
+	pending *pending.Times[key] // when the change a workload waits for was first seen
 }
 
 // New builds the reloader and registers its handlers on inf (not yet started).
@@ -82,7 +82,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics}),
 		limiter: flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
 		metrics: newMetrics(reg),
-		pending: map[key]time.Time{},
+		pending: pending.New[key](),
 	}
 	for _, i := range []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.StatefulSets.Informer(), inf.DaemonSets.Informer(), inf.CronJobs.Informer(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer()} {
 		c.synced = append(c.synced, i.HasSynced)
@@ -148,24 +148,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 // was first seen. A key already waiting keeps its earlier time, so changes
 // within the window share one sync.
 func (c *Controller) changed(k key) {
-	c.remember(k, time.Now())
+	c.pending.Remember(k, time.Now())
 	c.queue.AddAfter(k, c.opts.Debounce)
-}
-
-func (c *Controller) remember(k key, seen time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.pending[k]; !ok || seen.Before(t) {
-		c.pending[k] = seen
-	}
-}
-
-func (c *Controller) handled(k key) (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.pending[k]
-	delete(c.pending, k)
-	return t, ok
 }
 
 func workloadKey(obj any) (key, bool) {
@@ -206,7 +190,7 @@ func (c *Controller) onWorkloadDelete(obj any) {
 		obj = d.Obj
 	}
 	if k, ok := workloadKey(obj); ok {
-		c.handled(k)
+		c.pending.Take(k)
 	}
 }
 

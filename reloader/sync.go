@@ -163,7 +163,7 @@ func (c *Controller) wantsReload(kind string, in *input) bool {
 // most one patch: a rollout when consumed content changed, else the baseline
 // when it moved (first sight, inputs gone or new), else nothing.
 func (c *Controller) sync(ctx context.Context, k key) error {
-	seen, _ := c.handled(k)
+	seen, _ := c.pending.Take(k)
 	obj, ok, err := c.workloads[k.Kind].GetByKey(k.Namespace + "/" + k.Name)
 	if err != nil || !ok {
 		return err
@@ -228,9 +228,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	}
 	if err := c.write(ctx, k, w, now, changed); err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
-		if !seen.IsZero() {
-			c.remember(k, seen)
-		}
+		c.pending.Remember(k, seen) // the retry still measures from the change
 		return err
 	}
 	c.metrics.reloads.WithLabelValues(k.Kind, "success").Inc()

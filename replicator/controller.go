@@ -24,6 +24,7 @@ import (
 	"github.com/courier-k8s/courier/globs"
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/pending"
 )
 
 // Options configures the replicator.
@@ -71,9 +72,10 @@ type Controller struct {
 	conflicts  conflicts
 	now        func() time.Time
 
-	mu      sync.Mutex
-	hashes  map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
-	pending map[key]time.Time        // when the change a key waits for was first seen
+	pending *pending.Times[key] // when the change a key waits for was first seen
+
+	mu     sync.Mutex
+	hashes map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
 }
 
 type cachedHash struct{ resourceVersion, hash string }
@@ -107,7 +109,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		now:       time.Now,
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
-		pending:   map[key]time.Time{},
+		pending:   pending.New[key](),
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: inf.Secrets.Informer(), kindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {
@@ -192,29 +194,8 @@ func (c *Controller) hash(src *item) string {
 // enqueue adds k, remembering when the change it waits for was seen (the
 // earliest, if k is already waiting).
 func (c *Controller) enqueue(k key, seen time.Time) {
-	c.remember(k, seen)
+	c.pending.Remember(k, seen)
 	c.queue.Add(k)
-}
-
-// remember records when the change k waits for was seen, keeping the earliest.
-func (c *Controller) remember(k key, seen time.Time) {
-	if seen.IsZero() {
-		return // not waiting for a known change
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.pending[k]; !ok || seen.Before(t) {
-		c.pending[k] = seen
-	}
-}
-
-// handled ends k's wait and returns when its change was seen.
-func (c *Controller) handled(k key) (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.pending[k]
-	delete(c.pending, k)
-	return t, ok
 }
 
 // forgetSource drops what is kept about a source that is gone.

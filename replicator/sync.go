@@ -178,7 +178,7 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace) (*i
 // namespace its selector matches, and every namespace that holds one of its
 // replicas. It reads only the cache.
 func (c *Controller) syncSource(k key) error {
-	seen, ok := c.handled(k)
+	seen, ok := c.pending.Take(k)
 	if !ok {
 		seen = c.now()
 	}
@@ -242,7 +242,7 @@ func (c *Controller) syncSource(k key) error {
 // syncPair makes the target namespace hold exactly what the pair needs,
 // with at most one write (two when a replica must be recreated).
 func (c *Controller) syncPair(ctx context.Context, k key) error {
-	seen, _ := c.handled(k)
+	seen, _ := c.pending.Take(k)
 	o := c.objects[k.Kind]
 	src, err := o.get(k.Namespace, k.Name)
 	if err != nil {
@@ -394,9 +394,7 @@ func (c *Controller) isSource(o *objects, ref string) bool {
 // A failed write is retried with backoff; its key keeps waiting for the same change.
 func (c *Controller) write(k key, seen time.Time, op string, do func() error) error {
 	if err := do(); err != nil {
-		if !seen.IsZero() {
-			c.remember(k, seen) // the retry still measures from the original change
-		}
+		c.pending.Remember(k, seen) // the retry still measures from the original change
 		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.Target, err)
 	}
 	c.metrics.writes.WithLabelValues(k.Kind, op).Inc()
