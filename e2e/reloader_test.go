@@ -352,3 +352,40 @@ func TestReloadAllAndOtherWorkloadKinds(t *testing.T) {
 		t.Errorf("reloading the CronJob started %d Jobs (%v), want none", len(jobs.Items), err)
 	}
 }
+
+func TestOneSourceChangeThroughFiftyReplicasGivesOneRolloutPerConsumer(t *testing.T) {
+	s := setupReplication(t)
+	const n = 50
+	targets := make([]string, n)
+	for i := range n {
+		targets[i] = s.target(t, "fan", nil)
+	}
+	createSecret(t, s.src, "shared", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("k", "v1"))
+	for _, ns := range targets {
+		eventually(t, converge, "replica in "+ns, secretIn(ns, "shared", map[string][]byte{"k": []byte("v1")}))
+		createDeployment(t, ns, "app", nil, podSpec(nil, []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}, nil))
+	}
+	for _, ns := range targets {
+		settled(t, ns, "app")
+	}
+	before := s.courier.Metrics(t.Context())
+	updateSecret(t, s.src, "shared", func(x *corev1.Secret) { x.Data["k"] = []byte("v2") })
+	eventually(t, 30*time.Second, "every consumer rolled out", func(ctx context.Context) (bool, error) {
+		for _, ns := range targets {
+			if n, err := replicaSets(ctx, ns, "app"); err != nil || n < 2 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(quiet) // any second rollout would show within the debounce window
+	for _, ns := range targets {
+		if got, err := replicaSets(t.Context(), ns, "app"); err != nil || got != 2 {
+			t.Errorf("%s: %d ReplicaSets (%v), want 2: exactly one rollout", ns, got, err)
+		}
+	}
+	if strings.Contains(before, `courier_reloader_reloads_total{kind="Deployment",result="success"}`) {
+		t.Fatalf("reloads counted before the change:\n%s", grepLines(before, "courier_reloader_reloads_total"))
+	}
+	s.courier.WaitMetric(t.Context(), fmt.Sprintf(`courier_reloader_reloads_total{kind="Deployment",result="success"} %d`, n))
+}
