@@ -32,12 +32,20 @@ type courierProcess struct {
 	err     error
 }
 
-// startCourier runs courier against the test cluster as admin with args
-// appended to defaults a test can override (later flags win). Unless args
-// name one, courier gets a namespace of its own (its Lease and default source
-// namespace), so tests never share a leader. It is stopped
-// with SIGTERM when the test ends, and its log is printed if the test failed.
+// startCourier runs courier against the test cluster as its ServiceAccount,
+// with the RBAC of manifests/, and args appended to defaults a test can
+// override (later flags win). Unless args name one, courier gets a namespace
+// of its own (its Lease and default source namespace), so tests never share a
+// leader. It is stopped with SIGTERM when the test ends, and its log is
+// printed if the test failed.
 func startCourier(t *testing.T, args ...string) *courierProcess {
+	t.Helper()
+	return startCourierAs(t, courierIdentity(), args...)
+}
+
+// startCourierAs is startCourier as id, whose cluster-wide RBAC the caller
+// has granted; it grants id's leader Role in courier's namespace.
+func startCourierAs(t *testing.T, id identity, args ...string) *courierProcess {
 	t.Helper()
 	port, err := cluster.FreePort()
 	if err != nil {
@@ -49,9 +57,16 @@ func startCourier(t *testing.T, args ...string) *courierProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ns := flagValue(args, "namespace")
+	if ns == "" {
+		ns = newNamespace(t, "courier", nil)
+	}
+	if err := id.grantLeader(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
 	defaults := []string{
-		"--namespace=" + newNamespace(t, "courier", nil),
-		"--kubeconfig=" + env.cluster.Kubeconfig,
+		"--namespace=" + ns,
+		"--kubeconfig=" + writeKubeconfig(t, id),
 		"--metrics-addr=" + p.addr,
 		"--log-level=debug",
 	}
@@ -78,6 +93,17 @@ func startCourier(t *testing.T, args ...string) *courierProcess {
 	return p
 }
 
+// flagValue is the value of the last --name=value in args, or "".
+func flagValue(args []string, name string) string {
+	v := ""
+	for _, a := range args {
+		if after, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			v = after
+		}
+	}
+	return v
+}
+
 // Logs returns everything courier wrote so far.
 func (p *courierProcess) Logs() string {
 	b, _ := os.ReadFile(p.logPath)
@@ -88,6 +114,16 @@ func (p *courierProcess) Logs() string {
 func (p *courierProcess) Signal(sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.t.Errorf("signal %v to courier: %v", sig, err)
+	}
+}
+
+// Exited reports whether courier has exited.
+func (p *courierProcess) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,52 @@ func setNamespaceLabels(t *testing.T, ns string, change func(map[string]string))
 	})
 	if err != nil {
 		t.Fatalf("relabel namespace %s: %v", ns, err)
+	}
+}
+
+func createConfigMap(t *testing.T, ns, name string, annotations, data map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations}, Data: data}
+	if _, err := admin().CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+// updateConfigMap applies change to the current ConfigMap, retrying on conflicts.
+func updateConfigMap(t *testing.T, ns, name string, change func(*corev1.ConfigMap)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := admin().CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		change(cm)
+		_, err = admin().CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("update configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+// configMapIn reports whether ns/name exists with data want.
+func configMapIn(ns, name string, want map[string]string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		cm, err := admin().CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && maps.Equal(cm.Data, want), err
+	}
+}
+
+// configMapGone reports whether ns/name does not exist.
+func configMapGone(ns, name string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		_, err := admin().CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
 	}
 }

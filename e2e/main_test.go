@@ -21,6 +21,8 @@ var env struct {
 	cluster *cluster.Cluster
 	courier string // path of the courier binary under test
 	root    string // repository root
+	binDir  string // control-plane binaries, kubectl among them
+	rbac    manifestRBAC
 }
 
 func TestMain(m *testing.M) {
@@ -83,8 +85,22 @@ func runMain(m *testing.M) int {
 	}
 	defer c.Stop()
 	env.cluster = c
+	env.binDir = binDir
 	started.Store(c)
 	fmt.Fprintf(os.Stderr, "e2e: control plane ready in %s\n", time.Since(start).Round(time.Millisecond))
+
+	// Every courier runs as its ServiceAccount with the RBAC of manifests/.
+	objs, err := renderManifests(ctx, "manifests")
+	if err == nil {
+		env.rbac, err = rbacFrom(objs)
+	}
+	if err == nil {
+		err = courierIdentity().grantCluster(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "courier's RBAC from manifests/: %v\n", err)
+		return 1
+	}
 
 	return m.Run()
 }

@@ -281,73 +281,91 @@ func TestRestartsNeverRollOutAndAChangeWhileDownRollsOutOnce(t *testing.T) {
 	rolledOutOnce(t, ns, "app", g0, "secret/db")
 }
 
-func TestReloadAllAndOtherWorkloadKinds(t *testing.T) {
-	s := setupReplication(t, "--reload-all")
-	ns := s.target(t, "apps", nil)
-	createSecret(t, ns, "cfg", withData("k", "1"))
-	spec := podSpec([]corev1.EnvVar{keyRef("secret", "cfg", "k")}, nil, nil)
+// createEveryWorkloadKind creates a Deployment, StatefulSet, DaemonSet and
+// CronJob named after their kind in ns, each with annotations and spec.
+func createEveryWorkloadKind(t *testing.T, ns string, annotations map[string]string, spec corev1.PodSpec) {
+	t.Helper()
+	createDeployment(t, ns, "deployment", annotations, spec)
 	labels := map[string]string{"app": "x"}
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Annotations: annotations} }
 	ctx := t.Context()
-	if _, err := admin().AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "sts"},
+	if _, err := admin().AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: meta("statefulset"),
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin().AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "ds"},
+	if _, err := admin().AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: meta("daemonset"),
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cronTmpl := *tmpl.DeepCopy()
 	cronTmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
-	if _, err := admin().BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "cron"},
+	if _, err := admin().BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: meta("cronjob"),
 		Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: cronTmpl}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	templateHash := func(ctx context.Context) (map[string]string, error) {
-		out := map[string]string{}
-		sts, err := admin().AppsV1().StatefulSets(ns).Get(ctx, "sts", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		ds, err := admin().AppsV1().DaemonSets(ns).Get(ctx, "ds", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		cj, err := admin().BatchV1().CronJobs(ns).Get(ctx, "cron", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		out["sts"] = sts.Spec.Template.Annotations[keyConfigHash] + "|" + sts.Annotations[keyInputs]
-		out["ds"] = ds.Spec.Template.Annotations[keyConfigHash] + "|" + ds.Annotations[keyInputs]
-		out["cron"] = cj.Spec.JobTemplate.Spec.Template.Annotations[keyConfigHash] + "|" + cj.Annotations[keyInputs]
-		return out, nil
+}
+
+// workloadStamp is what courier wrote on one workload: the pod template's
+// config hash and the workload's baseline.
+type workloadStamp struct{ hash, inputs string }
+
+// workloadStamps reads the stamps of the workloads createEveryWorkloadKind made.
+func workloadStamps(ctx context.Context, ns string) (map[string]workloadStamp, error) {
+	apps, batch := admin().AppsV1(), admin().BatchV1()
+	d, err := apps.Deployments(ns).Get(ctx, "deployment", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
 	}
-	eventually(t, converge, "baselines recorded, no template hash yet (first sight)", func(ctx context.Context) (bool, error) {
-		h, err := templateHash(ctx)
+	sts, err := apps.StatefulSets(ns).Get(ctx, "statefulset", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ds, err := apps.DaemonSets(ns).Get(ctx, "daemonset", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cj, err := batch.CronJobs(ns).Get(ctx, "cronjob", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]workloadStamp{
+		"Deployment":  {d.Spec.Template.Annotations[keyConfigHash], d.Annotations[keyInputs]},
+		"StatefulSet": {sts.Spec.Template.Annotations[keyConfigHash], sts.Annotations[keyInputs]},
+		"DaemonSet":   {ds.Spec.Template.Annotations[keyConfigHash], ds.Annotations[keyInputs]},
+		"CronJob":     {cj.Spec.JobTemplate.Spec.Template.Annotations[keyConfigHash], cj.Annotations[keyInputs]},
+	}, nil
+}
+
+// everyStamp reports whether ok holds for the stamp of every workload kind.
+func everyStamp(ns string, ok func(workloadStamp) bool) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		stamps, err := workloadStamps(ctx, ns)
 		if err != nil {
 			return false, err
 		}
-		for _, v := range h {
-			if !strings.HasPrefix(v, "|secret/cfg=") {
+		for _, s := range stamps {
+			if !ok(s) {
 				return false, nil
 			}
 		}
 		return true, nil
-	})
+	}
+}
+
+func TestReloadAllAndOtherWorkloadKinds(t *testing.T) {
+	s := setupReplication(t, "--reload-all")
+	ns := s.target(t, "apps", nil)
+	createSecret(t, ns, "cfg", withData("k", "1"))
+	createEveryWorkloadKind(t, ns, nil, podSpec([]corev1.EnvVar{keyRef("secret", "cfg", "k")}, nil, nil))
+	eventually(t, converge, "baselines recorded, no template hash yet (first sight)", everyStamp(ns, func(s workloadStamp) bool {
+		return s.hash == "" && strings.HasPrefix(s.inputs, "secret/cfg=")
+	}))
 	updateSecret(t, ns, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
-	eventually(t, 10*time.Second, "every kind's pod template carries the config hash", func(ctx context.Context) (bool, error) {
-		h, err := templateHash(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, v := range h {
-			if len(strings.SplitN(v, "|", 2)[0]) != 64 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	jobs, err := admin().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	eventually(t, 10*time.Second, "every kind's pod template carries the config hash", everyStamp(ns, func(s workloadStamp) bool {
+		return len(s.hash) == 64
+	}))
+	jobs, err := admin().BatchV1().Jobs(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(jobs.Items) != 0 {
 		t.Errorf("reloading the CronJob started %d Jobs (%v), want none", len(jobs.Items), err)
 	}

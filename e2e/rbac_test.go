@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// permission is one (API group, resource, verb) that a rule of manifests/
+// grants, with the rule's resourceNames.
+type permission struct {
+	group, resource, verb string
+	names                 []string
+	leader                bool // from the leader Role, not the ClusterRole
+}
+
+func (p permission) String() string {
+	s := p.resource + ":" + p.verb
+	if p.group != "" {
+		s = p.group + "/" + s
+	}
+	if len(p.names) > 0 {
+		s += "[" + strings.Join(p.names, ",") + "]"
+	}
+	return s
+}
+
+func (p permission) rule() rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{p.group}, Resources: []string{p.resource}, Verbs: []string{p.verb}, ResourceNames: p.names}
+}
+
+// permissions splits rules into one permission per group, resource and verb.
+func permissions(rules []rbacv1.PolicyRule, leader bool) []permission {
+	var out []permission
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, permission{group: g, resource: res, verb: v, names: r.ResourceNames, leader: leader})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// without is the RBAC of manifests/ minus drop.
+func without(all []permission, drop permission) manifestRBAC {
+	r := manifestRBAC{cluster: []rbacv1.PolicyRule{}, leader: []rbacv1.PolicyRule{}}
+	for _, p := range all {
+		switch {
+		case p.String() == drop.String() && p.leader == drop.leader:
+		case p.leader:
+			r.leader = append(r.leader, p.rule())
+		default:
+			r.cluster = append(r.cluster, p.rule())
+		}
+	}
+	return r
+}
+
+// TestRBACIsMinimal runs the same probe of everything courier does as the
+// ServiceAccount with the RBAC of manifests/ (every check passes), then once
+// for each permission those rules grant, with only that permission removed:
+// each time some check must fail, so no permission is unused.
+func TestRBACIsMinimal(t *testing.T) {
+	all := append(permissions(env.rbac.cluster, false), permissions(env.rbac.leader, true)...)
+	if failed, _ := probeCourier(t, courierIdentity()); failed != "" {
+		t.Fatalf("with the RBAC of manifests/, check %q failed", failed)
+	}
+
+	var mu sync.Mutex
+	broke := map[string]string{}
+	t.Run("without", func(t *testing.T) {
+		for i, p := range all {
+			t.Run(p.String(), func(t *testing.T) {
+				t.Parallel()
+				id := identity{sa: fmt.Sprintf("courier-minus-%d", i), rules: without(all, p)}
+				if err := id.grantCluster(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { id.revokeCluster(context.Background()) })
+				failed, log := probeCourier(t, id)
+				if failed == "" {
+					t.Errorf("without %s every check passed: the permission is unused", p)
+					return
+				}
+				if strings.Contains(log, "forbidden") {
+					failed += " (log: forbidden)"
+				}
+				t.Logf("without %s: %s", p, failed)
+				mu.Lock()
+				broke[p.String()] = failed
+				mu.Unlock()
+			})
+		}
+	})
+	for _, p := range all {
+		t.Logf("%-40s → %s", p, broke[p.String()])
+	}
+}
+
+// probeCourier starts courier as id in fresh namespaces and runs, in order,
+// a check of each thing courier does. It returns the first check that
+// failed ("" if none) and courier's log.
+func probeCourier(t *testing.T, id identity) (failed, log string) {
+	t.Helper()
+	ctx := t.Context()
+	tid := testID()
+	src := newNamespace(t, "rbac-src", nil)
+	dst := newNamespace(t, "rbac-dst", map[string]string{"test": tid})
+	c := startCourierAs(t, id, "--source-namespaces="+src, "--reload-debounce=100ms",
+		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms")
+
+	const within = 4 * time.Second
+	check := func(what string, cond func(context.Context) (bool, error)) bool {
+		if failed != "" {
+			return false
+		}
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+			ok, err := cond(ctx)
+			return ok && err == nil, nil
+		})
+		if err != nil {
+			failed = what
+			return false
+		}
+		return true
+	}
+	metric := func(want string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			code, body, err := c.get(ctx, "/metrics")
+			return err == nil && code == 200 && strings.Contains(body, want), nil
+		}
+	}
+	defer func() { log = c.Logs() }()
+
+	if !check("ready (informers synced)", func(ctx context.Context) (bool, error) {
+		code, _, err := c.get(ctx, "/readyz")
+		return err == nil && code == 200, nil
+	}) || !check("leads (Lease acquired)", metric("courier_leader_is_leader 1")) {
+		return
+	}
+	leading := time.Now()
+
+	// Replication: create.
+	createSecret(t, src, "s", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "1"))
+	createConfigMap(t, src, "c", map[string]string{keyReplicateTo: "test=" + tid}, map[string]string{"k": "1"})
+	if !check("Secret replicated", secretIn(dst, "s", map[string][]byte{"k": []byte("1")})) ||
+		!check("ConfigMap replicated", configMapIn(dst, "c", map[string]string{"k": "1"})) {
+		return
+	}
+
+	// Reload: every workload kind, from a Secret and from a ConfigMap.
+	createSecret(t, src, "w", withData("k", "1"))
+	createConfigMap(t, src, "cw", nil, map[string]string{"k": "1"})
+	spec := podSpec([]corev1.EnvVar{keyRef("secret", "w", "k"), keyRef("configmap", "cw", "k")}, nil, nil)
+	createEveryWorkloadKind(t, src, map[string]string{keyReload: "true"}, spec)
+	if !check("every workload kind baselined", everyStamp(src, func(s workloadStamp) bool { return s.inputs != "" })) {
+		return
+	}
+	updateSecret(t, src, "w", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	var hashes map[string]workloadStamp
+	if !check("Secret change rolls out every workload kind", func(ctx context.Context) (bool, error) {
+		stamps, err := workloadStamps(ctx, src)
+		if err != nil {
+			return false, err
+		}
+		for _, s := range stamps {
+			if s.hash == "" {
+				return false, nil
+			}
+		}
+		hashes = stamps
+		return true, nil
+	}) {
+		return
+	}
+	updateConfigMap(t, src, "cw", func(cm *corev1.ConfigMap) { cm.Data["k"] = "2" })
+	if !check("ConfigMap change rolls out", func(ctx context.Context) (bool, error) {
+		now, err := workloadStamps(ctx, src)
+		return err == nil && now["Deployment"].hash != hashes["Deployment"].hash, err
+	}) {
+		return
+	}
+
+	// Replication: update.
+	updateSecret(t, src, "s", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	updateConfigMap(t, src, "c", func(cm *corev1.ConfigMap) { cm.Data["k"] = "2" })
+	if !check("Secret replica updated", secretIn(dst, "s", map[string][]byte{"k": []byte("2")})) ||
+		!check("ConfigMap replica updated", configMapIn(dst, "c", map[string]string{"k": "2"})) {
+		return
+	}
+
+	// Events: a warning, then the same warning again, counted by a patch.
+	updateSecret(t, src, "s", withAnnotation(keyReplicateTo, "(("))
+	if !check("InvalidSelector Event created", eventWith(src, "s", "InvalidSelector")) {
+		return
+	}
+	updateSecret(t, src, "s", withAnnotation("touched", "1"))
+	if !check("repeated Event counted", func(ctx context.Context) (bool, error) {
+		evs, err := admin().CoreV1().Events(src).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=s,reason=InvalidSelector"})
+		return err == nil && len(evs.Items) == 1 && evs.Items[0].Count >= 2, err
+	}) {
+		return
+	}
+	updateSecret(t, src, "s", withAnnotation(keyReplicateTo, "test="+tid))
+
+	// Replication: delete, driven by a namespace label change.
+	setNamespaceLabels(t, dst, func(l map[string]string) { delete(l, "test") })
+	if !check("Secret replica deleted when its namespace stops matching", secretGone(dst, "s")) ||
+		!check("ConfigMap replica deleted when its namespace stops matching", configMapGone(dst, "c")) {
+		return
+	}
+
+	// Leadership: still held well past the renew deadline.
+	time.Sleep(time.Until(leading.Add(4 * time.Second)))
+	check("still leads after renewing the Lease", func(ctx context.Context) (bool, error) {
+		if c.Exited() {
+			return false, nil
+		}
+		return metric("courier_leader_is_leader 1")(ctx)
+	})
+	return failed, log
+}
