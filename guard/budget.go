@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/courier-k8s/courier/keys"
 	"github.com/courier-k8s/courier/metrics"
 )
 
@@ -48,6 +49,7 @@ func NewBudget(reg prometheus.Registerer) *Budget {
 		replicas: map[string]*history{},
 	}
 	reg.MustRegister(b.contested)
+	metrics.Zero(b.contested, []string{keys.KindSecret, keys.KindConfigMap})
 	return b
 }
 

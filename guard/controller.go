@@ -86,6 +86,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		budget:   NewBudget(reg),
 	}
 	reg.MustRegister(c.restored)
+	metrics.Zero(c.restored, []string{keys.KindSecret, keys.KindConfigMap})
 	for kind, inf := range map[string]cache.SharedIndexInformer{"Secret": inf.Secrets.Informer(), keys.KindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -71,5 +73,16 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	}
 	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics = %d without go_goroutines", code)
+	}
+}
+
+func TestZeroExportsEveryCombination(t *testing.T) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_total", Help: "x"}, []string{"a", "b"})
+	Zero(vec, []string{"1", "2"}, []string{"p", "q", "r"})
+	if got := testutil.CollectAndCount(vec); got != 6 {
+		t.Fatalf("Zero exported %d series, want 6", got)
+	}
+	if got := testutil.ToFloat64(vec.WithLabelValues("2", "r")); got != 0 {
+		t.Fatalf("series starts at %g, want 0", got)
 	}
 }

@@ -39,6 +39,11 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"kind"}),
 	}
 	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.latency, stateCollector{states})
+	kinds := []string{kindSecret, kindConfigMap}
+	metrics.Zero(m.writes, kinds, []string{opCreate, opUpdate, opDelete, opRecreate})
+	for _, v := range []*prometheus.CounterVec{m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors} {
+		metrics.Zero(v, kinds)
+	}
 	return m
 }
 
