@@ -40,12 +40,13 @@ type courierProcess struct {
 // printed if the test failed.
 func startCourier(t *testing.T, args ...string) *courierProcess {
 	t.Helper()
-	return startCourierAs(t, courierIdentity(), args...)
+	return startCourierAs(t, courierIdentity(), nil, args...)
 }
 
 // startCourierAs is startCourier as id, whose cluster-wide RBAC the caller
-// has granted; it grants id's leader Role in courier's namespace.
-func startCourierAs(t *testing.T, id identity, args ...string) *courierProcess {
+// has granted, with extra environment variables; it grants id's leader Role
+// in courier's namespace.
+func startCourierAs(t *testing.T, id identity, extraEnv []string, args ...string) *courierProcess {
 	t.Helper()
 	port, err := cluster.FreePort()
 	if err != nil {
@@ -74,7 +75,7 @@ func startCourierAs(t *testing.T, id identity, args ...string) *courierProcess {
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// A race-enabled binary sleeps 1 s at exit by default; 100 ms is enough
 	// for late reports and keeps shutdown-time assertions meaningful.
-	p.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=100")
+	p.cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=100"), extraEnv...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -212,6 +213,14 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		_ = env.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
 	})
 	return got.Name
+}
+
+// WaitLeader waits until courier holds its Lease.
+func (p *courierProcess) WaitLeader(ctx context.Context) {
+	p.t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, p.isLeader); err != nil {
+		p.t.Fatalf("courier never became leader: %v", err)
+	}
 }
 
 // WaitMetric waits until /metrics contains want.
