@@ -36,7 +36,7 @@ func setupReplication(t *testing.T, extraArgs ...string) replicationSetup {
 	src := newNamespace(t, "src", map[string]string{"test": id})
 	c := startCourier(t, append([]string{"--source-namespaces=" + src}, extraArgs...)...)
 	c.WaitReady(t.Context())
-	c.WaitMetric(t.Context(), "courier_leader_is_leader 1")
+	c.WaitLeader(t.Context())
 	return replicationSetup{id: id, src: src, courier: c}
 }
 
@@ -250,7 +250,9 @@ func TestUnmanagedObjectIsNeverTouchedThenReplacedWhenGone(t *testing.T) {
 
 	eventually(t, converge, "ReplicaConflict event on the source naming the namespace",
 		eventWith(s.src, "shared", "ReplicaConflict", dst))
-	s.courier.WaitMetric(t.Context(), `courier_replicator_conflicts_total{kind="Secret"}`)
+	eventually(t, converge, "conflicts counted", func(ctx context.Context) (bool, error) {
+		return metricSum(s.courier.Metrics(ctx), `courier_replicator_conflicts_total{kind="Secret"}`) >= 1, nil
+	})
 	s.courier.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="conflict"} 1`)
 	consistently(t, 500*time.Millisecond, "the tenant's object is untouched", func(ctx context.Context) (bool, error) {
 		got, err := getSecret(ctx, dst, "shared")
@@ -384,7 +386,7 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 	before := apiserverWrites(t, "secrets")
 	c := startCourier(t, "--source-namespaces="+s.src)
 	c.WaitReady(t.Context())
-	c.WaitMetric(t.Context(), "courier_leader_is_leader 1")
+	c.WaitLeader(t.Context())
 	// All 15 pairs synced (in sync) and the queue drained.
 	c.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="in_sync"} 15`)
 	c.WaitMetric(t.Context(), `courier_workqueue_depth{name="replicator"} 0`)

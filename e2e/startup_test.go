@@ -24,7 +24,7 @@ func TestMetricsServeCourierAndClientGoAndPassPromlint(t *testing.T) {
 	ctx := t.Context()
 	c := startCourier(t)
 	c.WaitReady(ctx)
-	c.WaitMetric(ctx, "courier_leader_is_leader 1") // the only process leads
+	c.WaitLeader(ctx) // the only process leads
 	text := c.Metrics(ctx)
 	for _, want := range []string{
 		"courier_kube_client_requests_total{",          // client-go's requests, through our adapter
