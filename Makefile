@@ -2,17 +2,27 @@
 # Go module proxy; the control plane is built from pinned versions into .cache/.
 
 GO            ?= go
+# The image tag manifests/ deploy (manifests/kustomization.yaml, images:).
+VERSION       ?= 0.1.0
+IMAGE         ?= ghcr.io/courier-k8s/courier:$(VERSION)
+SUDO          := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNIT_PKGS      = $$($(GO) list ./... | grep -v /e2e)
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all build controlplane run test unit e2e lint bench clean
+.PHONY: all build image controlplane run test unit e2e lint bench clean prometheus
 
 all: build
 
 build:
 	$(GO) build -o bin/courier .
+
+## image: bin/courier-image.tar, an OCI image tarball of the static binary (no Docker needed); docker/podman load it
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/courier-static .
+	$(GO) run ./e2e/image --binary bin/courier-static --ref $(IMAGE) --out bin/courier-image.tar
+	@echo "bin/courier-image.tar: $(IMAGE)"
 
 ## controlplane: build etcd, kube-apiserver, controller manager, scheduler, kubectl and kwok (only when missing or re-pinned)
 controlplane:
@@ -29,13 +39,19 @@ test: lint unit e2e
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
-e2e:
+e2e: prometheus
 	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=60m -v ./e2e/
 
 lint:
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+## prometheus: Debian's prometheus and promtool, for the dashboard and alert tests (installed when missing)
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  echo "installing Debian's prometheus package (dashboard and alert-rule tests)" >&2; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 clean:
 	rm -rf bin .run
