@@ -38,6 +38,7 @@ import (
 )
 
 func main() {
+	subcommand(os.Args[1:])
 	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

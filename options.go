@@ -88,33 +88,49 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return o, err
+	}
+	var err error
+	if o.SourceNamespaces, o.ExcludeNamespaces, err = namespaceGlobs(sourceNS, excludeNS, o.Namespace); err != nil {
+		return o, err
+	}
+	return o, o.validate()
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment twin, if that is set.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
+	var errs error
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(envName(f.Name))
 		if set[f.Name] || v == "" {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			envErr = errors.Join(envErr, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			errs = errors.Join(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
 		}
 	})
-	if envErr != nil {
-		return o, envErr
-	}
+	return errs
+}
 
-	var err error
-	if sourceNS == "" {
-		sourceNS = o.Namespace
+// namespaceGlobs parses --source-namespaces (default: namespace) and
+// --exclude-namespaces.
+func namespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, error) {
+	if source == "" {
+		source = namespace
 	}
-	if o.SourceNamespaces, err = globs.Parse(sourceNS); err != nil {
-		return o, fmt.Errorf("--source-namespaces: %w", err)
+	src, err := globs.Parse(source)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--source-namespaces: %w", err)
 	}
-	if o.ExcludeNamespaces, err = globs.Parse(excludeNS); err != nil {
-		return o, fmt.Errorf("--exclude-namespaces: %w", err)
+	excl, err := globs.Parse(exclude)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--exclude-namespaces: %w", err)
 	}
-	return o, o.validate()
+	return src, excl, nil
 }
 
 func (o Options) validate() error {

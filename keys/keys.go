@@ -33,6 +33,9 @@ const (
 	ConfigHash = Prefix + "config-hash"
 	// ReloadedFor (annotation, on a workload) names what changed last.
 	ReloadedFor = Prefix + "reloaded-for"
+	// ReloadedAt (annotation, on a workload) is when courier last rolled it
+	// out, RFC 3339 in UTC.
+	ReloadedAt = Prefix + "reloaded-at"
 	// ConfigInputs (annotation, on a workload's metadata, not its template)
 	// is the reloader's baseline: a short digest of each opted-in input it
 	// consumes, as last seen. Writing it is not a rollout.

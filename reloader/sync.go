@@ -247,6 +247,7 @@ func (c *Controller) write(ctx context.Context, k key, w metav1.Object, now base
 	hash := ""
 	if len(changed) > 0 {
 		annotations[keys.ReloadedFor] = strings.Join(changed, ", ")
+		annotations[keys.ReloadedAt] = time.Now().UTC().Format(time.RFC3339)
 		hash = configHash(now)
 	}
 	data, err := patch(k.Kind, w.GetResourceVersion(), annotations, hash)

@@ -51,8 +51,8 @@ func (k key) String() string {
 // systemNamespaces never receive replicas.
 var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true}
 
-// parseSelector parses courier.dev/replicate-to: "*" or blank is every namespace.
-func parseSelector(s string) (labels.Selector, error) {
+// ParseSelector parses courier.dev/replicate-to: "*" or blank is every namespace.
+func ParseSelector(s string) (labels.Selector, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "*" {
 		return labels.Everything(), nil
@@ -60,9 +60,9 @@ func parseSelector(s string) (labels.Selector, error) {
 	return labels.Parse(s)
 }
 
-// eligible reports whether ns may receive replicas of a source living in
+// Eligible reports whether ns may receive replicas of a source living in
 // sourceNamespace, whatever the selector.
-func eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
+func Eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
 	switch {
 	case ns.Name == sourceNamespace, systemNamespaces[ns.Name], exclude.Match(ns.Name):
 		return false
@@ -144,11 +144,11 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 	if ok, _ := c.sourceState(src); !ok {
 		return remove
 	}
-	sel, err := parseSelector(src.meta.GetAnnotations()[keys.ReplicateTo])
+	sel, err := ParseSelector(src.meta.GetAnnotations()[keys.ReplicateTo])
 	if err != nil {
 		return leave // existing replicas stay until the selector is fixed
 	}
-	if eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
+	if Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
 		return ensure
 	}
 	return remove
@@ -216,7 +216,7 @@ func (c *Controller) syncSource(k key) error {
 		return nil
 	}
 	expr := src.meta.GetAnnotations()[keys.ReplicateTo]
-	sel, err := parseSelector(expr)
+	sel, err := ParseSelector(expr)
 	if err != nil {
 		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
 		c.logger.Warn("invalid replicate-to selector; existing replicas are kept",
@@ -231,7 +231,7 @@ func (c *Controller) syncSource(k key) error {
 		return err
 	}
 	for _, ns := range namespaces {
-		if eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
+		if Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
 			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name}, seen)
 		}
 	}

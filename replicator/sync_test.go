@@ -40,7 +40,7 @@ func TestParseSelector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			sel, err := parseSelector(tt.in)
+			sel, err := ParseSelector(tt.in)
 			if (err != nil) != tt.invalid {
 				t.Fatalf("err = %v, want invalid=%v", err, tt.invalid)
 			}
@@ -70,7 +70,7 @@ func TestEligible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := eligible(tt.ns, "platform", exclude); got != tt.want {
+			if got := Eligible(tt.ns, "platform", exclude); got != tt.want {
 				t.Errorf("eligible = %v, want %v", got, tt.want)
 			}
 		})

@@ -1,0 +1,110 @@
+package status
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/courier-k8s/courier/keys"
+)
+
+// Collect reads what Build needs, page by page. Secrets and ConfigMaps are
+// listed as metadata only (never Helm release Secrets); only sources are read
+// in full, to hash their content.
+func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) (Cluster, error) {
+	var c Cluster
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return c, fmt.Errorf("list namespaces: %w", err)
+	}
+	c.Namespaces = nss.Items
+
+	for _, kind := range []string{keys.KindSecret, keys.KindConfigMap} {
+		gvr := corev1.SchemeGroupVersion.WithResource("secrets")
+		opts := metav1.ListOptions{FieldSelector: "type!=" + keys.HelmReleaseType}
+		if kind == keys.KindConfigMap {
+			gvr, opts = corev1.SchemeGroupVersion.WithResource("configmaps"), metav1.ListOptions{}
+		}
+		err := each(ctx, metaLister(meta, gvr), opts, func(obj runtime.Object) error {
+			m := obj.(*metav1.PartialObjectMetadata)
+			o := Object{Kind: kind, Meta: m}
+			if IsSource(m) {
+				h, err := sourceHash(ctx, client, kind, m.Namespace, m.Name)
+				if err != nil {
+					return err
+				}
+				o.Hash = h
+			}
+			c.Objects = append(c.Objects, o)
+			return nil
+		})
+		if err != nil {
+			return c, fmt.Errorf("list %ss: %w", kind, err)
+		}
+	}
+
+	apps, batch := client.AppsV1(), client.BatchV1()
+	listers := map[string]pager.ListPageFunc{
+		"deployments": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return apps.Deployments("").List(ctx, o)
+		},
+		"statefulsets": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return apps.StatefulSets("").List(ctx, o)
+		},
+		"daemonsets": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return apps.DaemonSets("").List(ctx, o)
+		},
+		"cronjobs": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return batch.CronJobs("").List(ctx, o)
+		},
+	}
+	for resource, list := range listers {
+		err := each(ctx, list, metav1.ListOptions{}, func(obj runtime.Object) error {
+			if m, ok := obj.(metav1.Object); ok {
+				if w := WorkloadOf(m); w.Spec != nil {
+					c.Workloads = append(c.Workloads, w)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return c, fmt.Errorf("list %s: %w", resource, err)
+		}
+	}
+	return c, nil
+}
+
+func metaLister(meta metadata.Interface, gvr schema.GroupVersionResource) pager.ListPageFunc {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return meta.Resource(gvr).Namespace("").List(ctx, o)
+	}
+}
+
+// each calls fn for every item of every page (500 per request).
+func each(ctx context.Context, list pager.ListPageFunc, opts metav1.ListOptions, fn func(runtime.Object) error) error {
+	p := pager.New(list)
+	p.PageSize = 500
+	return p.EachListItem(ctx, opts, fn)
+}
+
+func sourceHash(ctx context.Context, client kubernetes.Interface, kind, ns, name string) (string, error) {
+	if kind == keys.KindSecret {
+		s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("get source Secret %s/%s: %w", ns, name, err)
+		}
+		return SecretHash(s), nil
+	}
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get source ConfigMap %s/%s: %w", ns, name, err)
+	}
+	return ConfigMapHash(cm), nil
+}

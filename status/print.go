@@ -1,0 +1,49 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteJSON writes r as indented JSON, for scripts.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes one table of sources and one of their consumers.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.Sources) == 0 {
+		fmt.Fprintln(tw, "No sources: no Secret or ConfigMap carries courier.dev/replicate-to.")
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "SOURCE\tKIND\tSELECTOR\tTARGETS\tIN-SYNC\tCONFLICT\tERROR\tNOTE")
+	for _, s := range r.Sources {
+		sel := s.Selector
+		if sel == "" {
+			sel = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Ref(), s.Kind, sel, s.Targets, s.InSync, s.Conflict, s.Error, s.Problem)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "CONSUMER\tINPUT\tFROM SOURCE\tLAST RELOAD\tRELOADED FOR")
+	n := 0
+	for _, s := range r.Sources {
+		for _, c := range s.Consumers {
+			at, why := c.ReloadedAt, c.ReloadedFor
+			if at == "" {
+				at, why = "never", "-"
+			}
+			fmt.Fprintf(tw, "%s %s/%s\t%s %s\t%s\t%s\t%s\n", c.Kind, c.Namespace, c.Name, s.Kind, c.Input, s.Ref(), at, why)
+			n++
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(tw, "(no workload consumes a source or a replica)")
+	}
+	return tw.Flush()
+}

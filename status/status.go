@@ -1,0 +1,207 @@
+// Package status builds the report `courier status` prints: for every
+// source, its selector, how many namespaces it targets and how many of
+// those hold a replica in sync, are blocked by a conflict or are in error,
+// and the last reload of each workload consuming the source or a replica.
+//
+// It reads the cluster the way a user would (any kubeconfig, list rights on
+// Secrets, ConfigMaps, namespaces and workloads), not courier's metrics, so
+// it also tells the truth when courier is not running.
+package status
+
+import (
+	"cmp"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/inputs"
+	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/replicator"
+)
+
+// Report is what `courier status` prints.
+type Report struct {
+	Sources []Source `json:"sources"`
+}
+
+// Source is one object carrying courier.dev/replicate-to.
+type Source struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Selector  string `json:"selector"`
+	// Problem says why courier ignores the source ("" when it does not).
+	Problem string `json:"problem,omitempty"`
+	// Targets counts the eligible namespaces the selector matches.
+	Targets int `json:"targets"`
+	// InSync counts targets holding this source's replica with its content.
+	InSync int `json:"inSync"`
+	// Conflict counts targets where an object courier does not own, or
+	// another source's replica, holds the name.
+	Conflict int `json:"conflict"`
+	// Error counts targets whose replica is missing or stale: courier is
+	// retrying (see its Events and log) or is not running.
+	Error     int        `json:"error"`
+	Consumers []Consumer `json:"consumers"`
+}
+
+// Ref is "namespace/name".
+func (s Source) Ref() string { return s.Namespace + "/" + s.Name }
+
+// Consumer is a workload that consumes the source or one of its replicas.
+type Consumer struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Input is the consumed object, in the workload's namespace.
+	Input string `json:"input"`
+	// ReloadedAt and ReloadedFor are courier's record of the last rollout
+	// ("" when courier never rolled it out).
+	ReloadedAt  string `json:"reloadedAt,omitempty"`
+	ReloadedFor string `json:"reloadedFor,omitempty"`
+}
+
+// Options are the daemon's flags that decide what a source does.
+type Options struct {
+	SourceNamespaces, ExcludeNamespaces globs.List
+}
+
+// Cluster is what the report is built from.
+type Cluster struct {
+	Namespaces []corev1.Namespace
+	// Objects are every Secret and ConfigMap (metadata is enough for all but
+	// sources); Content returns a source's content hash.
+	Objects   []Object
+	Workloads []Workload
+}
+
+// Object is one Secret or ConfigMap.
+type Object struct {
+	Kind string
+	Meta metav1.Object
+	// Hash is the content hash, set for sources only.
+	Hash string
+}
+
+// Workload is one Deployment, StatefulSet, DaemonSet or CronJob.
+type Workload struct {
+	Kind string
+	Meta metav1.Object
+	Spec *corev1.PodSpec
+}
+
+// WorkloadOf wraps a typed workload object.
+func WorkloadOf(obj metav1.Object) Workload {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		return Workload{"Deployment", w, &w.Spec.Template.Spec}
+	case *appsv1.StatefulSet:
+		return Workload{"StatefulSet", w, &w.Spec.Template.Spec}
+	case *appsv1.DaemonSet:
+		return Workload{"DaemonSet", w, &w.Spec.Template.Spec}
+	case *batchv1.CronJob:
+		return Workload{"CronJob", w, &w.Spec.JobTemplate.Spec.Template.Spec}
+	}
+	return Workload{}
+}
+
+// SecretHash and ConfigMapHash are the content hashes courier stamps on replicas.
+func SecretHash(s *corev1.Secret) string { return content.Hash(content.SecretEntries(s)) }
+
+// ConfigMapHash: see SecretHash.
+func ConfigMapHash(cm *corev1.ConfigMap) string {
+	return content.Hash(content.ConfigMapEntries(cm))
+}
+
+// IsSource reports whether m carries courier.dev/replicate-to.
+func IsSource(m metav1.Object) bool {
+	_, ok := m.GetAnnotations()[keys.ReplicateTo]
+	return ok
+}
+
+// Build computes the report.
+func Build(c Cluster, o Options) Report {
+	byName := map[string]Object{} // kind/namespace/name
+	for _, obj := range c.Objects {
+		byName[objKey(obj.Kind, obj.Meta.GetNamespace(), obj.Meta.GetName())] = obj
+	}
+	var r Report
+	for _, obj := range c.Objects {
+		if IsSource(obj.Meta) {
+			r.Sources = append(r.Sources, build(obj, c, byName, o))
+		}
+	}
+	slices.SortFunc(r.Sources, func(a, b Source) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+	})
+	return r
+}
+
+func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
+	m := src.Meta
+	s := Source{Kind: src.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Selector: m.GetAnnotations()[keys.ReplicateTo], Consumers: []Consumer{}}
+	ref := s.Ref()
+	sel, err := replicator.ParseSelector(s.Selector)
+	switch {
+	case !o.SourceNamespaces.Match(s.Namespace):
+		s.Problem = "namespace not in --source-namespaces; ignored"
+	case err != nil:
+		s.Problem = "invalid selector: " + err.Error()
+	}
+	replicaNamespaces := map[string]bool{}
+	if s.Problem == "" {
+		for i := range c.Namespaces {
+			ns := &c.Namespaces[i]
+			if !replicator.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !sel.Matches(labels.Set(ns.Labels)) {
+				continue
+			}
+			s.Targets++
+			got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]
+			a := map[string]string{}
+			if ok {
+				a = got.Meta.GetAnnotations()
+			}
+			switch {
+			case !ok:
+				s.Error++
+			case a[keys.Source] != ref:
+				s.Conflict++
+			case a[keys.ContentHash] == src.Hash:
+				s.InSync++
+				replicaNamespaces[ns.Name] = true
+			default:
+				s.Error++
+				replicaNamespaces[ns.Name] = true
+			}
+		}
+	}
+	for _, w := range c.Workloads {
+		ns := w.Meta.GetNamespace()
+		if ns != s.Namespace && !replicaNamespaces[ns] {
+			continue
+		}
+		for _, in := range inputs.Of(w.Spec) {
+			if in.Kind != s.Kind || in.Name != s.Name {
+				continue
+			}
+			a := w.Meta.GetAnnotations()
+			s.Consumers = append(s.Consumers, Consumer{
+				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + in.Name,
+				ReloadedAt: a[keys.ReloadedAt], ReloadedFor: a[keys.ReloadedFor],
+			})
+			break
+		}
+	}
+	slices.SortFunc(s.Consumers, func(a, b Consumer) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+	})
+	return s
+}
+
+func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }

@@ -1,0 +1,66 @@
+package status
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/keys"
+)
+
+func ns(name string, labels map[string]string) corev1.Namespace {
+	return corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func secret(namespace, name string, annotations map[string]string) Object {
+	return Object{Kind: keys.KindSecret, Meta: &metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations}}
+}
+
+func TestBuildCountsTargetsByState(t *testing.T) {
+	prod := map[string]string{"env": "prod"}
+	src := secret("platform", "db", map[string]string{keys.ReplicateTo: "env=prod"})
+	src.Hash = "h2"
+	replica := func(namespace, hash string) Object {
+		return secret(namespace, "db", map[string]string{keys.Source: "platform/db", keys.ContentHash: hash})
+	}
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web",
+		Annotations: map[string]string{keys.ReloadedAt: "2026-11-22T07:00:00Z", keys.ReloadedFor: "secret/db"}}}
+	deploy.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db"}}}}
+	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "web"}}
+	other.Spec.Template.Spec.Volumes = deploy.Spec.Template.Spec.Volumes // consumes a db courier does not own
+
+	c := Cluster{
+		Namespaces: []corev1.Namespace{
+			ns("platform", prod), // the source's own: never a target
+			ns("a", prod), ns("b", prod), ns("c", prod), ns("d", prod), ns("dev", nil),
+			ns("kube-system", prod), ns("optout", map[string]string{"env": "prod", keys.Replication: "disabled"}),
+		},
+		Objects: []Object{
+			src,
+			replica("a", "h2"),       // in sync
+			replica("b", "h1"),       // stale: error
+			secret("c", "db", nil),   // not courier's: conflict
+			secret("dev", "db", nil), // not targeted
+			secret("other", "cfg", map[string]string{keys.ReplicateTo: "(("}), // invalid, and not allowed
+		},
+		Workloads: []Workload{WorkloadOf(deploy), WorkloadOf(other)},
+	}
+	r := Build(c, Options{SourceNamespaces: globs.List{"platform"}})
+	want := Report{Sources: []Source{
+		{Kind: "Secret", Namespace: "other", Name: "cfg", Selector: "((", Problem: "namespace not in --source-namespaces; ignored", Consumers: []Consumer{}},
+		{Kind: "Secret", Namespace: "platform", Name: "db", Selector: "env=prod", Targets: 4, InSync: 1, Conflict: 1, Error: 2,
+			Consumers: []Consumer{{Kind: "Deployment", Namespace: "a", Name: "web", Input: "a/db", ReloadedAt: "2026-11-22T07:00:00Z", ReloadedFor: "secret/db"}}},
+	}}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+
+	r = Build(c, Options{SourceNamespaces: globs.List{"*"}})
+	if got := r.Sources[0].Problem; got == "" {
+		t.Errorf("an invalid selector is not reported")
+	}
+}

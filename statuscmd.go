@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/courier-k8s/courier/status"
+)
+
+// statusMain is `courier status`: it reads the cluster with the user's
+// kubeconfig and prints every source's replication and its consumers'
+// reloads. It returns the exit code: 0, 1 when the cluster could not be
+// read, 2 on bad flags.
+func statusMain(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("courier status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var kubeconfig, namespace, sourceNS, excludeNS, output string
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG or ~/.kube/config, else the in-cluster config")
+	fs.StringVar(&namespace, "namespace", defaultNamespace, "courier's namespace, the default source namespace")
+	fs.StringVar(&sourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
+	fs.StringVar(&excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
+	fs.StringVar(&output, "o", "table", "output format: table or json")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: courier status [flags]\n\nPrints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nGive it the flags (or COURIER_* variables) courier runs with.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		fmt.Fprintf(stderr, "courier status: %v\n", err)
+		return 2
+	}
+	src, excl, err := namespaceGlobs(sourceNS, excludeNS, namespace)
+	if err == nil && output != "table" && output != "json" {
+		err = fmt.Errorf("-o %q: want table or json", output)
+	}
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "courier status: %v\n", err)
+		return 2
+	}
+
+	o := status.Options{SourceNamespaces: src, ExcludeNamespaces: excl}
+	if err := printStatus(context.Background(), kubeconfig, o, output, stdout); err != nil {
+		fmt.Fprintf(stderr, "courier status: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func printStatus(ctx context.Context, kubeconfig string, o status.Options, output string, w io.Writer) error {
+	cfg, err := restConfig(Options{Kubeconfig: kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := status.Collect(ctx, client, meta)
+	if err != nil {
+		return err
+	}
+	r := status.Build(c, o)
+	if output == "json" {
+		return r.WriteJSON(w)
+	}
+	return r.WriteTable(w)
+}
+
+// subcommand runs a subcommand named by args[0], if any, and exits.
+func subcommand(args []string) {
+	if len(args) > 0 && args[0] == "status" {
+		os.Exit(statusMain(args[1:], os.Getenv, os.Stdout, os.Stderr))
+	}
+}
