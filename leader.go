@@ -52,7 +52,7 @@ func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, re
 	acquired := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   o.LeaseDuration,
+		LeaseDuration:   o.electionLease(),
 		RenewDeadline:   o.RenewDeadline,
 		RetryPeriod:     o.RetryPeriod,
 		ReleaseOnCancel: true,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/tools/leaderelection"
+
 	"github.com/courier-k8s/courier/globs"
 )
 
@@ -63,9 +65,9 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")
 	fs.IntVar(&o.ReloadBurst, "reload-burst", 100, "rollouts allowed at once above --reload-qps")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on a Lease in --namespace; only the leader writes")
-	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a lease that is not renewed")
-	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
-	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "the longest a standby waits to take over from a leader that died (the Lease courier writes is shorter by 4.4 retry periods, client-go's polling and jitter)")
+	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 8*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
+	fs.DurationVar(&o.RetryPeriod, "retry-period", time.Second, "how often the leader renews the Lease and standbys check it")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 200, "sustained requests per second to the Kubernetes API (client-side limit; one source change to N namespaces is N writes)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "burst of requests to the Kubernetes API above --kube-api-qps")
 	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 16, "replicas written concurrently (across namespaces)")
@@ -133,6 +135,15 @@ func namespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, 
 	return src, excl, nil
 }
 
+// electionLease is the Lease duration courier gives client-go's leader
+// election: --lease-duration less the worst delay of client-go's polling. A
+// standby sees the leader's last renewal up to (1+JitterFactor) retry periods
+// late and sees the Lease expire up to as late again, so taking over from a
+// leader that died never takes longer than --lease-duration.
+func (o Options) electionLease() time.Duration {
+	return o.LeaseDuration - time.Duration(2*(1+leaderelection.JitterFactor)*float64(o.RetryPeriod))
+}
+
 func (o Options) validate() error {
 	var errs []error
 	if o.Namespace == "" {
@@ -150,8 +161,10 @@ func (o Options) validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
-	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-		errs = append(errs, errors.New("leader election needs --lease-duration > --renew-deadline > --retry-period > 0"))
+	if o.LeaderElect && !(o.electionLease().Truncate(time.Second) > o.RenewDeadline &&
+		o.RenewDeadline > time.Duration(leaderelection.JitterFactor*float64(o.RetryPeriod)) && o.RetryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("leader election needs --lease-duration − 4.4 × --retry-period (%s, rounded down to whole seconds) > --renew-deadline > 1.2 × --retry-period > 0",
+			o.electionLease()))
 	}
 	switch o.LogLevel {
 	case "debug", "info", "warn", "error":

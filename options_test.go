@@ -18,8 +18,8 @@ func TestParseOptions(t *testing.T) {
 		ReloadDebounce:    2 * time.Second,
 		LeaderElect:       true,
 		LeaseDuration:     15 * time.Second,
-		RenewDeadline:     10 * time.Second,
-		RetryPeriod:       2 * time.Second,
+		RenewDeadline:     8 * time.Second,
+		RetryPeriod:       time.Second,
 		KubeAPIQPS:        200,
 		KubeAPIBurst:      400,
 		ReplicatorWorkers: 16,
@@ -74,6 +74,7 @@ func TestParseOptionsRejects(t *testing.T) {
 		{"bad env value", nil, map[string]string{"COURIER_RELOAD_ALL": "maybe"}},
 		{"bad log level", []string{"--log-level=loud"}, nil},
 		{"lease shorter than renew", []string{"--lease-duration=5s"}, nil},
+		{"lease too short for the retry period", []string{"--lease-duration=12s"}, nil}, // 12 − 4.4 = 7.6 < 8
 		{"stray argument", []string{"extra"}, nil},
 		{"negative debounce", []string{"--reload-debounce=-1s"}, nil},
 	}

@@ -138,7 +138,7 @@ func probeCourier(t *testing.T, id identity, env ...string) (failed, log string)
 	src := newNamespace(t, "rbac-src", nil)
 	dst := newNamespace(t, "rbac-dst", map[string]string{"test": tid})
 	c := startCourierAs(t, id, env, "--source-namespaces="+src, "--reload-debounce=100ms",
-		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms")
+		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms")
 
 	const within = 4 * time.Second
 	var detail string // what the last check saw, when it says

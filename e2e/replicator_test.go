@@ -406,7 +406,8 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 }
 
 // apiserverWrites sums kube-apiserver's apiserver_request_total for
-// creates, updates and patches of resource, read from its own /metrics.
+// successful creates, updates and patches of resource, read from its own
+// /metrics.
 func apiserverWrites(t *testing.T, resource string) float64 {
 	t.Helper()
 	raw, err := admin().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
@@ -415,7 +416,8 @@ func apiserverWrites(t *testing.T, resource string) float64 {
 	}
 	var sum float64
 	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="`+resource+`"`) {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="`+resource+`"`) ||
+			!strings.Contains(line, `code="2`) { // a refused request (409, 422) wrote nothing
 			continue
 		}
 		// Not DELETE: the namespace controller is still emptying earlier

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// leaseDuration is courier's default --lease-duration, which the failover
+// test keeps so that it measures what an installation gets.
+const leaseDuration = 15 * time.Second
+
+// metricSum adds up every series of metric name in a /metrics text.
+func metricSum(text, name string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
+			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// isLeader reports whether c's courier_leader_is_leader is 1.
+func (p *courierProcess) isLeader(ctx context.Context) (bool, error) {
+	code, body, err := p.get(ctx, "/metrics")
+	return err == nil && code == 200 && metricSum(body, "courier_leader_is_leader") == 1, nil
+}
+
+// TestLeaderFailover runs two couriers on one Lease. Only the leader writes;
+// SIGKILL of the leader hands over within the lease duration and a change
+// made in the gap is applied exactly once (one replica write, one rollout),
+// with nothing else rewritten; SIGTERM of a leader releases the Lease at once.
+func TestLeaderFailover(t *testing.T) {
+	// No setupReplication: its courier would be a third, leading its own Lease.
+	s := replicationSetup{id: testID()}
+	s.src = newNamespace(t, "src", nil)
+	lease := newNamespace(t, "courier-ha", nil)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "shared", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("k", "1"))
+	createDeployment(t, dst, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "shared", "k")}, nil, nil))
+
+	args := []string{"--namespace=" + lease, "--source-namespaces=" + s.src}
+	a := startCourier(t, args...)
+	eventually(t, 30*time.Second, "first courier leads", a.isLeader)
+	b := startCourier(t, args...)
+	b.WaitReady(t.Context())
+	eventually(t, converge, "replica", secretIn(dst, "shared", map[string][]byte{"k": []byte("1")}))
+	before := settled(t, dst, "app")
+	if ok, _ := b.isLeader(t.Context()); ok {
+		t.Fatal("both couriers lead")
+	}
+	standby := b.Metrics(t.Context())
+	for _, m := range []string{"courier_replicator_writes_total", "courier_reloader_reloads_total", "courier_guard_sources_restored_total"} {
+		if v := metricSum(standby, m); v != 0 {
+			t.Errorf("the standby wrote: %s = %g", m, v)
+		}
+	}
+
+	replica, err := getSecret(t.Context(), dst, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := admin().CoreV1().Secrets(dst).Watch(t.Context(), metav1.ListOptions{
+		FieldSelector: "metadata.name=shared", ResourceVersion: replica.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	writes := apiserverWrites(t, "secrets")
+
+	a.Signal(syscall.SIGKILL)
+	killed := time.Now()
+	updateSecret(t, s.src, "shared", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	eventually(t, leaseDuration+10*time.Second, "the standby takes over and applies the change made in the gap",
+		secretIn(dst, "shared", map[string][]byte{"k": []byte("2")}))
+	failover := time.Since(killed)
+	t.Logf("failover: change applied %s after SIGKILL of the leader (lease duration %s)", failover.Round(time.Millisecond), leaseDuration)
+	if failover > leaseDuration {
+		t.Errorf("service gap %s is longer than the lease duration %s", failover, leaseDuration)
+	}
+	rolledOutOnce(t, dst, "app", before, "secret/shared")
+	modified := 0
+drain:
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == watch.Modified {
+				modified++
+			}
+		default:
+			break drain
+		}
+	}
+	if modified != 1 {
+		t.Errorf("the replica was written %d times after the failover, want 1", modified)
+	}
+	// The source update and the replica update; nothing else rewritten.
+	if got := apiserverWrites(t, "secrets") - writes; got != 2 {
+		t.Errorf("secret writes during the failover = %g, want 2 (the change and its one replica)", got)
+	}
+
+	// SIGTERM: the leader releases the Lease and the standby takes it at once.
+	c := startCourier(t, args...)
+	c.WaitReady(t.Context())
+	eventually(t, 5*time.Second, "new leader B", b.isLeader)
+	b.Signal(syscall.SIGTERM)
+	stopped := time.Now()
+	if code := b.Wait(10 * time.Second); code != 0 {
+		t.Errorf("leader exited with %d on SIGTERM, want 0", code)
+	}
+	eventually(t, 5*time.Second, "standby leads after the leader's SIGTERM", c.isLeader)
+	t.Logf("handover after SIGTERM: %s (the lease was released; a lapsed one takes up to %s)", time.Since(stopped).Round(time.Millisecond), leaseDuration)
+	l, err := admin().CoordinationV1().Leases(lease).Get(context.Background(), "courier", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || !strings.Contains(c.Logs(), *l.Spec.HolderIdentity) {
+		t.Errorf("lease holder after handover: %+v, %v", l.Spec, err)
+	}
+}
