@@ -184,7 +184,7 @@ func run(ctx context.Context, o Options, logger *zap.Logger) error {
 		return nil
 	})
 	g.Go(func() error {
-		return metrics.Serve(ctx, o.MetricsAddr, metrics.Handler(reg, inf.HasSynced), logger)
+		return metrics.Serve(ctx, o.MetricsAddr, metrics.Handler(reg, inf.HasSynced, o.Profiling), logger)
 	})
 	g.Go(func() error {
 		if err := inf.WaitForSync(ctx); err != nil {

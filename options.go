@@ -35,6 +35,7 @@ type Options struct {
 	ReloadQPS         float64
 	ReloadBurst       int
 	LogLevel          string
+	Profiling         bool
 }
 
 const defaultNamespace = "courier-system"
@@ -72,6 +73,7 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "burst of requests to the Kubernetes API above --kube-api-qps")
 	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 16, "replicas written concurrently (across namespaces)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve the Go profiler at /debug/pprof/ on --metrics-addr")
 
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: courier [flags]\n\ncourier replicates Secrets and ConfigMaps across namespaces, guards them, and reloads the workloads that consume them.\n\nFlags (each has an environment twin, shown in brackets; a flag on the command line wins):\n")

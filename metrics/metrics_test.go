@@ -47,7 +47,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 
 func TestReadyzFollowsReadiness(t *testing.T) {
 	var ready atomic.Bool
-	srv := httptest.NewServer(Handler(NewRegistry(), ready.Load))
+	srv := httptest.NewServer(Handler(NewRegistry(), ready.Load, false))
 	defer srv.Close()
 
 	get := func(path string) (int, string) {
@@ -73,6 +73,23 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	}
 	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics = %d without go_goroutines", code)
+	}
+	if code, _ := get("/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without --profiling = %d, want 404", code)
+	}
+}
+
+func TestProfilingServesPprof(t *testing.T) {
+	srv := httptest.NewServer(Handler(NewRegistry(), func() bool { return true }, true))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "heap profile") {
+		t.Errorf("/debug/pprof/heap = %d: %.100s", resp.StatusCode, b)
 	}
 }
 

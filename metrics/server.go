@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,9 +18,17 @@ import (
 const ShutdownTimeout = 5 * time.Second
 
 // Handler serves /metrics from reg, /healthz (the process is up) and /readyz
-// (ready() is true: every informer has synced).
-func Handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+// (ready() is true: every informer has synced), and with profiling the Go
+// profiler under /debug/pprof/.
+func Handler(reg *prometheus.Registry, ready func() bool, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
