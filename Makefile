@@ -7,7 +7,7 @@ VERSION       ?= 0.1.0
 IMAGE         ?= ghcr.io/courier-k8s/courier:$(VERSION)
 SUDO          := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-UNIT_PKGS      = $$($(GO) list ./... | grep -v /e2e)
+UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e$$')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
