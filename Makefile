@@ -11,7 +11,7 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e$$')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all build image controlplane run test unit e2e lint bench clean prometheus
+.PHONY: all build image controlplane run test unit e2e lint bench bench-smoke clean prometheus
 
 all: build
 
@@ -33,8 +33,8 @@ run: build
 	@$(GO) build -o bin/run ./e2e/run
 	@bin/run --controlplane-bin="$(CONTROLPLANE)" --courier=bin/courier
 
-## test: lint, unit tests, end-to-end tests against the local control plane
-test: lint unit e2e
+## test: lint, unit tests, end-to-end tests against the local control plane, and the benchmark on a tiny dataset
+test: lint unit e2e bench-smoke
 
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -46,6 +46,16 @@ lint:
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+## bench: the benchmark on the full dataset (BENCHMARKS.md); about 20 minutes on 2 cores
+bench:
+	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -out=.run/bench/results.json
+
+## bench-smoke: the benchmark on a tiny dataset, so it cannot rot (part of make test)
+bench-smoke:
+	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -dir=.run/bench-smoke -out=.run/bench-smoke/results.json \
+	  -namespaces=20 -secrets=100 -configmaps=40 -helm-releases=5 -helm-bytes=51200 -deployments=40 -consumers=20 \
+	  -repeats=2 -steady=10s
 
 ## prometheus: Debian's prometheus and promtool, for the dashboard and alert tests (installed when missing)
 prometheus:

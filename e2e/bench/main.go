@@ -1,0 +1,584 @@
+// Command bench measures courier at scale on the local control plane, against
+// a floor measured in the same run: a client with no logic that makes the
+// same writes as fast as this API server takes them. `make bench` runs the
+// full dataset, `make bench-smoke` a tiny one.
+//
+// It starts the control plane, loads a dataset (flags), runs courier (built
+// without the race detector, with its default client limits; rollout pacing
+// lifted so that the patches themselves are measured), and runs each
+// scenario -repeats times: restart → ready and writes, one source update →
+// every replica and every consuming Deployment, a new namespace → 50
+// replicas, 100 sources updated at once, and a quiet period. It prints a
+// table and writes the results as JSON.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/courier-k8s/courier/e2e/cluster"
+)
+
+type options struct {
+	dataset
+	repeats    int
+	steady     time.Duration
+	out        string
+	binDir     string
+	dir        string
+	courierArg string
+	workers    int
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.Namespaces, "namespaces", 1000, "namespaces")
+	flag.IntVar(&o.Secrets, "secrets", 10000, "Secrets spread over the namespaces")
+	flag.IntVar(&o.SecretBytes, "secret-bytes", 4096, "size of each Secret and ConfigMap value")
+	flag.IntVar(&o.ConfigMaps, "configmaps", 5000, "ConfigMaps spread over the namespaces")
+	flag.IntVar(&o.HelmReleases, "helm-releases", 300, "helm.sh/release.v1 Secrets")
+	flag.IntVar(&o.HelmBytes, "helm-bytes", 500<<10, "size of each Helm release Secret")
+	flag.IntVar(&o.Deployments, "deployments", 2000, "Deployments (0 pods each), each consuming 1–3 Secrets/ConfigMaps")
+	flag.IntVar(&o.Consumers, "consumers", 1000, "of those, Deployments consuming the shared source (reload on)")
+	flag.IntVar(&o.repeats, "repeats", 10, "repetitions of each scenario")
+	flag.DurationVar(&o.steady, "steady", 5*time.Minute, "length of the steady-state scenario")
+	flag.StringVar(&o.out, "out", ".run/bench/results.json", "where to write the results as JSON")
+	flag.StringVar(&o.binDir, "controlplane-bin", "", "control-plane binaries (e2e/tools/build.sh prints the directory)")
+	flag.StringVar(&o.dir, "dir", ".run/bench", "working directory: courier binary, logs, cluster data")
+	flag.StringVar(&o.courierArg, "courier-args", "--reload-debounce=0 --reload-qps=1000 --reload-burst=1000", "extra courier flags (space-separated)")
+	flag.IntVar(&o.workers, "floor-workers", 64, "concurrent requests of the floor client")
+	flag.Parse()
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// results is what the run found; the JSON written to -out.
+type results struct {
+	Date       string           `json:"date"`
+	Machine    string           `json:"machine"`
+	Dataset    dataset          `json:"dataset"`
+	RawMiB     float64          `json:"rawSecretAndConfigMapMiB"`
+	CourierArg string           `json:"courierArgs"`
+	LoadSecs   float64          `json:"loadSeconds"`
+	Scenarios  []scenario       `json:"scenarios"`
+	Memory     map[string]int64 `json:"memory"`
+	Problems   []string         `json:"problems"`
+}
+
+type scenario struct {
+	Name   string  `json:"name"`
+	Stats  stats   `json:"seconds"`
+	Floor  *stats  `json:"floorSeconds,omitempty"`
+	Ratio  float64 `json:"ratioToFloor,omitempty"`
+	Writes string  `json:"writes"` // measured, per repetition
+	Want   string  `json:"wantWrites"`
+}
+
+func (r *results) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	logf("PROBLEM: %s", msg)
+	r.Problems = append(r.Problems, msg)
+}
+
+func run(ctx context.Context, o options) error {
+	if o.binDir == "" {
+		return fmt.Errorf("-controlplane-bin is empty; build the control plane with `make controlplane`")
+	}
+	if err := os.RemoveAll(o.dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	bin, err := filepath.Abs(filepath.Join(o.dir, "courier"))
+	if err != nil {
+		return err
+	}
+	logf("building courier (no race detector)")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("build courier: %v\n%s", err, out)
+	}
+	clusterDir, _ := filepath.Abs(filepath.Join(o.dir, "cluster"))
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: o.binDir, Dir: clusterDir, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+
+	// The harness's own client is not the bottleneck: no client-side limit.
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	r := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Dataset: o.dataset,
+		RawMiB: float64(o.rawBytes()) / (1 << 20), CourierArg: o.courierArg, Memory: map[string]int64{}}
+
+	start := time.Now()
+	if err := load(ctx, client, o.dataset, logf); err != nil {
+		return fmt.Errorf("load the dataset: %w", err)
+	}
+	r.LoadSecs = time.Since(start).Seconds()
+	logf("dataset loaded in %.0fs (%.0f MiB of Secret and ConfigMap values)", r.LoadSecs, r.RawMiB)
+
+	port, err := cluster.FreePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	args := strings.Fields(o.courierArg)
+	cur, err := startCourier(bin, o.dir, c.Kubeconfig, addr, args)
+	if err != nil {
+		return err
+	}
+	defer func() { cur.stop() }()
+	if err := cur.waitReady(5 * time.Minute); err != nil {
+		return err
+	}
+	logf("courier's first start: waiting for every replica and baseline")
+	replicas := o.Namespaces + o.Namespaces + o.Namespaces // shared + group + burst, one each per namespace
+	if err := waitCount(ctx, 10*time.Minute, func() (int, error) {
+		l, err := client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "courier.dev/replica=true"})
+		if err != nil {
+			return 0, err
+		}
+		return len(l.Items), nil
+	}, replicas); err != nil {
+		return fmt.Errorf("initial replication: %w", err)
+	}
+	if err := settle(ctx, client, 5*time.Second, 5*time.Minute); err != nil {
+		return err
+	}
+	r.Memory["firstStartPeakRssBytes"] = cur.memory().PeakRSS
+
+	// 1 and 2: restarts, everything in sync.
+	var ready []float64
+	var restartWrites []float64
+	for i := range o.repeats {
+		cur.stop()
+		before, err := apiserverWrites(ctx, client)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if cur, err = startCourier(bin, o.dir, c.Kubeconfig, addr, args); err != nil {
+			return err
+		}
+		if err := cur.waitReady(5 * time.Minute); err != nil {
+			return err
+		}
+		ready = append(ready, time.Since(t0).Seconds())
+		time.Sleep(3 * time.Second) // anything courier would write, it writes now
+		after, err := apiserverWrites(ctx, client)
+		if err != nil {
+			return err
+		}
+		d := after.minus(before)
+		n := d.get("POST secrets", "PUT secrets", "DELETE secrets", "POST configmaps", "PUT configmaps", "DELETE configmaps",
+			"PATCH deployments", "PATCH statefulsets", "PATCH daemonsets", "PATCH cronjobs")
+		restartWrites = append(restartWrites, n)
+		if n != 0 {
+			r.problem("restart %d wrote %v", i+1, d)
+		}
+		logf("restart %d: ready in %.2fs, %g writes", i+1, ready[len(ready)-1], n)
+	}
+	r.Scenarios = append(r.Scenarios,
+		scenario{Name: "1. start → ready (caches synced, leader), all in sync", Stats: summarize(ready), Writes: "-", Want: "-"},
+		scenario{Name: "2. restart, all in sync: API writes", Stats: summarize(restartWrites), Writes: fmt.Sprint(restartWrites), Want: "0"})
+	m := cur.memory()
+	r.Memory["restartPeakRssBytes"], r.Memory["afterRestartRssBytes"], r.Memory["afterRestartHeapBytes"] = m.PeakRSS, m.RSS, m.Heap
+
+	// 3: one source update → every replica, every consumer; against the floor.
+	var replicaSpan, rolloutSpan, floorReplicas, floorPatches []float64
+	var updateWrites []string
+	for i := range o.repeats {
+		rs, ds, w, err := sourceUpdate(ctx, client, o, fmt.Sprintf("v%d-%s", i, randomText(8)))
+		if err != nil {
+			return err
+		}
+		replicaSpan, rolloutSpan = append(replicaSpan, rs), append(rolloutSpan, ds)
+		got := w.get("PUT secrets") - 1 + w.get("PATCH deployments") // less the bench's own source update
+		updateWrites = append(updateWrites, fmt.Sprint(got))
+		if want := float64(o.Namespaces + o.Consumers); got != want {
+			r.problem("source update %d: %g writes (%v), want N + D = %g", i+1, got, w, want)
+		}
+		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%s", i, randomText(8)))
+		if err != nil {
+			return err
+		}
+		floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
+		logf("update %d: replicas %.2fs (floor %.2fs), consumers %.2fs (floor %.2fs)", i+1, rs, fr, ds, fp)
+		if err := settle(ctx, client, 2*time.Second, time.Minute); err != nil {
+			return err
+		}
+	}
+	rep, rol, fRep, fPat := summarize(replicaSpan), summarize(rolloutSpan), summarize(floorReplicas), summarize(floorPatches)
+	r.Scenarios = append(r.Scenarios,
+		scenario{Name: fmt.Sprintf("3a. one source update → all %d replicas", o.Namespaces), Stats: rep, Floor: &fRep, Ratio: rep.Median / fRep.Median,
+			Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)},
+		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers), Stats: rol, Floor: &fPat, Ratio: rol.Median / fPat.Median, Writes: "(in 3a)", Want: "-"})
+
+	// 4: a new namespace matching 50 sources.
+	var fresh []float64
+	for i := range o.repeats {
+		s, err := freshNamespace(ctx, client, fmt.Sprintf("bench-fresh-%d", i))
+		if err != nil {
+			return err
+		}
+		fresh = append(fresh, s)
+		logf("new namespace %d: %d replicas in %.3fs", i+1, freshCount, s)
+	}
+	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("4. new namespace → %d replicas", freshCount), Stats: summarize(fresh), Writes: "-", Want: "-"})
+
+	// 5: 100 sources updated at once.
+	var burst []float64
+	var burstWrites []string
+	want := o.Namespaces // every namespace carries one burst label
+	for i := range o.repeats {
+		s, w, err := burstUpdate(ctx, client, o, want, fmt.Sprintf("b%d-%s", i, randomText(8)))
+		if err != nil {
+			return err
+		}
+		burst = append(burst, s)
+		got := w.get("PUT secrets") - burstCount
+		burstWrites = append(burstWrites, fmt.Sprint(got))
+		if got != float64(want) {
+			r.problem("burst %d: %g replica writes, want %d", i+1, got, want)
+		}
+		logf("burst %d: %d replicas of %d sources in %.2fs", i+1, want, burstCount, s)
+	}
+	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("5. %d sources updated at once → all %d replicas", burstCount, want),
+		Stats: summarize(burst), Writes: strings.Join(burstWrites, " "), Want: strconv.Itoa(want)})
+
+	// 6: steady state.
+	logf("steady state for %s", o.steady)
+	if err := settle(ctx, client, 5*time.Second, 5*time.Minute); err != nil {
+		return err
+	}
+	_, body := cur.get("/metrics")
+	reqBefore := metricValue(body, "courier_kube_client_requests_total")
+	wBefore, err := apiserverWrites(ctx, client)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-time.After(o.steady):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	_, body = cur.get("/metrics")
+	wAfter, err := apiserverWrites(ctx, client)
+	if err != nil {
+		return err
+	}
+	perMin := (metricValue(body, "courier_kube_client_requests_total") - reqBefore) / o.steady.Minutes()
+	steadyWrites := wAfter.minus(wBefore).get("POST secrets", "PUT secrets", "DELETE secrets", "POST configmaps", "PUT configmaps",
+		"DELETE configmaps", "PATCH deployments")
+	if steadyWrites != 0 {
+		r.problem("steady state: %g writes", steadyWrites)
+	}
+	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("6. steady state %s: courier's API requests per minute", o.steady),
+		Stats: stats{N: 1, Median: perMin, P99: perMin}, Writes: fmt.Sprint(steadyWrites), Want: "0"})
+	m = cur.memory()
+	r.Memory["steadyRssBytes"], r.Memory["steadyHeapBytes"], r.Memory["peakRssBytes"] = m.RSS, m.Heap, m.PeakRSS
+
+	report(os.Stdout, r)
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(o.out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	logf("results written to %s", o.out)
+	if len(r.Problems) > 0 {
+		return fmt.Errorf("%d problems: %s", len(r.Problems), strings.Join(r.Problems, "; "))
+	}
+	return nil
+}
+
+// sourceUpdate changes the shared source to value and returns how long until
+// the last replica and the last consumer showed it, and the API writes it cost.
+func sourceUpdate(ctx context.Context, c kubernetes.Interface, o options, value string) (float64, float64, writes, error) {
+	hashes := map[string]string{}
+	deps, err := c.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	for _, d := range deps.Items {
+		hashes[d.Namespace+"/"+d.Name] = d.Spec.Template.Annotations["courier.dev/config-hash"]
+	}
+	waitReplicas, err := watchSecrets(ctx, c, metav1.ListOptions{LabelSelector: "courier.dev/replica=true", FieldSelector: "metadata.name=" + sharedName},
+		func(s *corev1.Secret) bool { return string(s.Data[sharedKey]) == value })
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	waitRollouts, err := watchDeployments(ctx, c, func(d *appsv1.Deployment) bool {
+		h := d.Spec.Template.Annotations["courier.dev/config-hash"]
+		return h != "" && h != hashes[d.Namespace+"/"+d.Name]
+	})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	before, err := apiserverWrites(ctx, c)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	src, err := c.CoreV1().Secrets(platformNS).Get(ctx, sharedName, metav1.GetOptions{})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	src.Data[sharedKey] = []byte(value)
+	t0 := time.Now()
+	if _, err := c.CoreV1().Secrets(platformNS).Update(ctx, src, metav1.UpdateOptions{}); err != nil {
+		return 0, 0, nil, err
+	}
+	lastReplica, n := waitReplicas(o.Namespaces, 5*time.Minute)
+	if n != o.Namespaces {
+		return 0, 0, nil, fmt.Errorf("only %d of %d replicas updated", n, o.Namespaces)
+	}
+	lastRollout, n := waitRollouts(o.Consumers, 5*time.Minute)
+	if n != o.Consumers {
+		return 0, 0, nil, fmt.Errorf("only %d of %d consumers rolled out", n, o.Consumers)
+	}
+	time.Sleep(2 * time.Second) // count any late write too
+	after, err := apiserverWrites(ctx, c)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return lastReplica.Sub(t0).Seconds(), lastRollout.Sub(t0).Seconds(), after.minus(before), nil
+}
+
+// floor makes the same writes as one source update with no logic: an update
+// of a Secret in every namespace, then a pod-template patch of every
+// consumer, each as fast as floor-workers concurrent requests go, observed
+// the same way.
+func floor(ctx context.Context, c kubernetes.Interface, o options, value string) (float64, float64, error) {
+	waitSecrets, err := watchSecrets(ctx, c, metav1.ListOptions{FieldSelector: "metadata.name=" + floorName},
+		func(s *corev1.Secret) bool { return string(s.Data[sharedKey]) == value })
+	if err != nil {
+		return 0, 0, err
+	}
+	secrets := make([]*corev1.Secret, o.Namespaces)
+	if err := parallel(o.Namespaces, o.workers, func(i int) error {
+		s, err := c.CoreV1().Secrets(nsName(i)).Get(ctx, floorName, metav1.GetOptions{})
+		secrets[i] = s
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	if err := parallel(o.Namespaces, o.workers, func(i int) error {
+		s := secrets[i]
+		s.Data[sharedKey] = []byte(value)
+		_, err := c.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	last, n := waitSecrets(o.Namespaces, 5*time.Minute)
+	if n != o.Namespaces {
+		return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
+	}
+	secretsSpan := last.Sub(t0).Seconds()
+
+	consumers := consumerNames(o)
+	waitPatches, err := watchDeployments(ctx, c, func(d *appsv1.Deployment) bool { return d.Spec.Template.Annotations[floorAnnot] == value })
+	if err != nil {
+		return 0, 0, err
+	}
+	patch := []byte(fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, floorAnnot, value))
+	t0 = time.Now()
+	if err := parallel(len(consumers), o.workers, func(i int) error {
+		_, err := c.AppsV1().Deployments(consumers[i].Namespace).Patch(ctx, consumers[i].Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	last, n = waitPatches(len(consumers), 5*time.Minute)
+	if n != len(consumers) {
+		return 0, 0, fmt.Errorf("floor: %d of %d patches seen", n, len(consumers))
+	}
+	return secretsSpan, last.Sub(t0).Seconds(), nil
+}
+
+// consumerNames lists the Deployments load made consumers of the shared source.
+func consumerNames(o options) []types.NamespacedName {
+	perNS := max(1, o.Deployments/o.Namespaces)
+	var out []types.NamespacedName
+	for i := range o.Consumers {
+		out = append(out, types.NamespacedName{Namespace: nsName(i / perNS % o.Namespaces), Name: fmt.Sprintf("app-%d", i%perNS)})
+	}
+	return out
+}
+
+// freshNamespace creates a namespace matching the 50 fresh sources and
+// returns how long until all 50 replicas were there; it deletes it after.
+func freshNamespace(ctx context.Context, c kubernetes.Interface, name string) (float64, error) {
+	wait, err := watchSecrets(ctx, c, metav1.ListOptions{LabelSelector: "courier.dev/replica=true"},
+		func(s *corev1.Secret) bool { return s.Namespace == name })
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{labelFresh: "yes"}}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	last, n := wait(freshCount, time.Minute)
+	if n != freshCount {
+		return 0, fmt.Errorf("new namespace %s: %d of %d replicas", name, n, freshCount)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return 0, err
+	}
+	return last.Sub(t0).Seconds(), nil
+}
+
+// burstUpdate updates the 100 burst sources at once and returns how long
+// until all want replicas showed the new value, and the writes it cost.
+func burstUpdate(ctx context.Context, c kubernetes.Interface, o options, want int, value string) (float64, writes, error) {
+	wait, err := watchSecrets(ctx, c, metav1.ListOptions{LabelSelector: "courier.dev/replica=true"},
+		func(s *corev1.Secret) bool { return strings.HasPrefix(s.Name, "burst-") && string(s.Data[sharedKey]) == value })
+	if err != nil {
+		return 0, nil, err
+	}
+	sources := make([]*corev1.Secret, burstCount)
+	if err := parallel(burstCount, o.workers, func(i int) error {
+		s, err := c.CoreV1().Secrets(platformNS).Get(ctx, fmt.Sprintf("burst-%d", i), metav1.GetOptions{})
+		sources[i] = s
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	before, err := apiserverWrites(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	t0 := time.Now()
+	if err := parallel(burstCount, o.workers, func(i int) error {
+		sources[i].Data[sharedKey] = []byte(value)
+		_, err := c.CoreV1().Secrets(platformNS).Update(ctx, sources[i], metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	last, n := wait(want, 5*time.Minute)
+	if n != want {
+		return 0, nil, fmt.Errorf("burst: %d of %d replicas updated", n, want)
+	}
+	time.Sleep(2 * time.Second)
+	after, err := apiserverWrites(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	return last.Sub(t0).Seconds(), after.minus(before), nil
+}
+
+// settle waits until the API server has taken no write to the dataset's
+// kinds for quiet (the Deployment controller finishing rollouts, namespaces
+// being deleted); leases and node heartbeats go on regardless.
+func settle(ctx context.Context, c kubernetes.Interface, quiet, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	prev, err := apiserverWrites(ctx, c)
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		time.Sleep(quiet)
+		now, err := apiserverWrites(ctx, c)
+		if err != nil {
+			return err
+		}
+		if now.minus(prev).ofData() == 0 {
+			return nil
+		}
+		prev = now
+	}
+	return fmt.Errorf("the API server never went quiet for %s", quiet)
+}
+
+func waitCount(ctx context.Context, timeout time.Duration, count func() (int, error), want int) error {
+	deadline := time.Now().Add(timeout)
+	n := 0
+	for time.Now().Before(deadline) {
+		var err error
+		if n, err = count(); err != nil {
+			return err
+		}
+		if n >= want {
+			return nil
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%d of %d within %s", n, want, timeout)
+}
+
+func machine() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	model, cpus := "", 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") && model == "" {
+			model = strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
+		}
+		if strings.HasPrefix(line, "processor") {
+			cpus++
+		}
+	}
+	return fmt.Sprintf("%d × %s", cpus, model)
+}
+
+func report(w *os.File, r *results) {
+	fmt.Fprintf(w, "\ncourier bench — %s — %s\n", r.Date, r.Machine)
+	fmt.Fprintf(w, "dataset: %d namespaces, %d Secrets and %d ConfigMaps of %d B, %d Helm releases of %d KiB (%.0f MiB of values), %d Deployments (%d consumers); courier %s\n\n",
+		r.Dataset.Namespaces, r.Dataset.Secrets, r.Dataset.ConfigMaps, r.Dataset.SecretBytes, r.Dataset.HelmReleases, r.Dataset.HelmBytes>>10,
+		r.RawMiB, r.Dataset.Deployments, r.Dataset.Consumers, r.CourierArg)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tN\tMEDIAN\tP99\tFLOOR MEDIAN\tRATIO\tWRITES\tWANT")
+	for _, s := range r.Scenarios {
+		floor, ratio := "-", "-"
+		if s.Floor != nil {
+			floor, ratio = fmt.Sprintf("%.3f", s.Floor.Median), fmt.Sprintf("%.2f×", s.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, floor, ratio, s.Writes, s.Want)
+	}
+	tw.Flush()
+	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+	fmt.Fprintf(w, "\nmemory: steady RSS %s (Go heap %s), peak RSS %s; first start peak %s; raw values %.0f MiB\n",
+		mib(r.Memory["steadyRssBytes"]), mib(r.Memory["steadyHeapBytes"]), mib(r.Memory["peakRssBytes"]), mib(r.Memory["firstStartPeakRssBytes"]), r.RawMiB)
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(w, "problems: %s\n", strings.Join(r.Problems, "; "))
+	}
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// stats are the median and 99th percentile of a sample, in seconds.
+type stats struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	P99    float64 `json:"p99"`
+}
+
+func summarize(xs []float64) stats {
+	if len(xs) == 0 {
+		return stats{Median: math.NaN(), P99: math.NaN()}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	// Nearest rank; with fewer than 100 samples the p99 is the maximum.
+	p99 := s[int(math.Ceil(0.99*float64(len(s))))-1]
+	return stats{N: len(s), Median: med, P99: p99}
+}
+
+// writes are kube-apiserver's own counts of successful writes, from
+// apiserver_request_total.
+type writes map[string]float64 // "VERB resource[/subresource]" → count
+
+func apiserverWrites(ctx context.Context, c kubernetes.Interface) (writes, error) {
+	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := writes{}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `code="2`) {
+			continue
+		}
+		verb, resource, sub := label(line, "verb"), label(line, "resource"), label(line, "subresource")
+		switch verb {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		if sub != "" {
+			resource += "/" + sub
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		w[verb+" "+resource] += v
+	}
+	return w, sc.Err()
+}
+
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// minus is w − before, keeping only what changed.
+func (w writes) minus(before writes) writes {
+	out := writes{}
+	for k, v := range w {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// ofData sums the writes to the kinds the dataset holds, subresources included.
+func (w writes) ofData() float64 {
+	var s float64
+	for k, v := range w {
+		resource := strings.SplitN(strings.Fields(k)[1], "/", 2)[0]
+		switch resource {
+		case "secrets", "configmaps", "namespaces", "deployments", "replicasets", "pods":
+			s += v
+		}
+	}
+	return s
+}
+
+func (w writes) get(keys ...string) float64 {
+	var s float64
+	for _, k := range keys {
+		s += w[k]
+	}
+	return s
+}
+
+// watchUntil watches list's objects from now on and records, per object,
+// the first time done(obj) holds. It returns a function that waits until
+// want objects are done (or timeout) and returns the time the last one was
+// seen, and how many were.
+func watchUntil(ctx context.Context, list func(context.Context, metav1.ListOptions) (string, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), opts metav1.ListOptions,
+	done func(runtime.Object) (string, bool)) (func(want int, timeout time.Duration) (time.Time, int), error) {
+	rv, err := list(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts.ResourceVersion = rv
+	w, err := watchFn(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	var last time.Time
+	changed := make(chan struct{}, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			if id, ok := done(ev.Object); ok {
+				now := time.Now()
+				mu.Lock()
+				if _, dup := seen[id]; !dup {
+					seen[id], last = now, now
+				}
+				mu.Unlock()
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return func(want int, timeout time.Duration) (time.Time, int) {
+		defer w.Stop()
+		deadline := time.After(timeout)
+		for {
+			mu.Lock()
+			n, l := len(seen), last
+			mu.Unlock()
+			if n >= want {
+				return l, n
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				return l, n
+			}
+		}
+	}, nil
+}
+
+// watchSecrets waits for Secrets matching opts for which done holds.
+func watchSecrets(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions, done func(*corev1.Secret) bool) (func(int, time.Duration) (time.Time, int), error) {
+	api := c.CoreV1().Secrets("")
+	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		o.Limit = 1
+		l, err := api.List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		return l.ResourceVersion, nil
+	}, api.Watch, opts, func(o runtime.Object) (string, bool) {
+		s, ok := o.(*corev1.Secret)
+		return s.Namespace + "/" + s.Name, ok && done(s)
+	})
+}
+
+// watchDeployments waits for Deployments for which done holds.
+func watchDeployments(ctx context.Context, c kubernetes.Interface, done func(*appsv1.Deployment) bool) (func(int, time.Duration) (time.Time, int), error) {
+	api := c.AppsV1().Deployments("")
+	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		o.Limit = 1
+		l, err := api.List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		return l.ResourceVersion, nil
+	}, api.Watch, metav1.ListOptions{}, func(o runtime.Object) (string, bool) {
+		d, ok := o.(*appsv1.Deployment)
+		return d.Namespace + "/" + d.Name, ok && done(d)
+	})
+}
+
+// courier is one courier process under measurement.
+type courier struct {
+	cmd  *exec.Cmd
+	addr string
+	log  *os.File
+	done chan struct{}
+}
+
+func startCourier(bin, dir, kubeconfig, addr string, args []string) (*courier, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, "courier.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	all := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-addr=" + addr, "--namespace=" + courierNS,
+		"--source-namespaces=" + platformNS, "--profiling"}, args...)
+	c := &courier{cmd: exec.Command(bin, all...), addr: addr, log: logf, done: make(chan struct{})}
+	c.cmd.Stdout, c.cmd.Stderr = logf, logf
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	return c, nil
+}
+
+// waitReady polls /readyz and courier_leader_is_leader until both say yes.
+func (c *courier) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return fmt.Errorf("courier exited: %v", c.cmd.ProcessState)
+		default:
+		}
+		if code, _ := c.get("/readyz"); code == http.StatusOK {
+			if _, body := c.get("/metrics"); metricValue(body, "courier_leader_is_leader") == 1 {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("courier not ready within %s", timeout)
+}
+
+func (c *courier) get(path string) (int, string) {
+	resp, err := http.Get("http://" + c.addr + path)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		b.WriteString(sc.Text())
+		b.WriteByte('\n')
+	}
+	return resp.StatusCode, b.String()
+}
+
+func (c *courier) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	c.log.Close()
+}
+
+// memory is courier's RSS now and at its peak (VmRSS, VmHWM) and its Go heap in use.
+type memory struct {
+	RSS     int64 `json:"rssBytes"`
+	PeakRSS int64 `json:"peakRssBytes"`
+	Heap    int64 `json:"heapInuseBytes"`
+}
+
+func (c *courier) memory() memory {
+	var m memory
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			m.RSS = kb * 1024
+		case "VmHWM:":
+			m.PeakRSS = kb * 1024
+		}
+	}
+	_, body := c.get("/metrics")
+	m.Heap = int64(metricValue(body, "go_memstats_heap_inuse_bytes"))
+	return m
+}
+
+// metricValue sums every series of name in a /metrics text.
+func metricValue(text, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
