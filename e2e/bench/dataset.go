@@ -21,11 +21,11 @@ const (
 	courierNS   = "bench-courier"  // courier's Lease
 	sharedName  = "shared"         // the source replicated to every namespace
 	sharedKey   = "token"
-	labelBench  = "bench"          // =yes on every dataset namespace
-	labelGroup  = "group"          // g0..g9: one group source each
-	labelBurst  = "burst"          // b0..b99: one burst source each
-	labelFresh  = "fresh"          // =yes only on scenario 4's new namespaces
-	floorName   = "floor"          // the floor client's Secret in every namespace
+	labelBench  = "bench" // =yes on every dataset namespace
+	labelGroup  = "group" // g0..g9: one group source each
+	labelBurst  = "burst" // b0..b99: one burst source each
+	labelFresh  = "fresh" // =yes only on scenario 4's new namespaces
+	floorName   = "floor" // the floor client's Secret in every namespace
 	floorAnnot  = "bench.courier.dev/floor"
 	helmType    = "helm.sh/release.v1"
 	groupCount  = 10

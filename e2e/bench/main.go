@@ -467,7 +467,9 @@ func freshNamespace(ctx context.Context, c kubernetes.Interface, name string) (f
 // until all want replicas showed the new value, and the writes it cost.
 func burstUpdate(ctx context.Context, c kubernetes.Interface, o options, want int, value string) (float64, writes, error) {
 	wait, err := watchSecrets(ctx, c, metav1.ListOptions{LabelSelector: "courier.dev/replica=true"},
-		func(s *corev1.Secret) bool { return strings.HasPrefix(s.Name, "burst-") && string(s.Data[sharedKey]) == value })
+		func(s *corev1.Secret) bool {
+			return strings.HasPrefix(s.Name, "burst-") && string(s.Data[sharedKey]) == value
+		})
 	if err != nil {
 		return 0, nil, err
 	}
