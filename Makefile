@@ -11,7 +11,7 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e$$')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all build image controlplane run test unit e2e lint bench bench-smoke clean prometheus
+.PHONY: all build image controlplane run test unit e2e soak lint bench bench-smoke clean prometheus
 
 all: build
 
@@ -41,6 +41,11 @@ unit:
 
 e2e: prometheus
 	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=60m -v ./e2e/
+
+## soak: the randomized soak test for SOAK (default 10m) instead of make test's 20 s
+SOAK ?= 10m
+soak:
+	COURIER_SOAK=$(SOAK) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
 
 lint:
 	$(GO) vet ./...

@@ -236,7 +236,7 @@ func run(ctx context.Context, o options) error {
 		}
 		floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
 		logf("update %d: replicas %.2fs (floor %.2fs), consumers %.2fs (floor %.2fs)", i+1, rs, fr, ds, fp)
-		if err := settle(ctx, client, 2*time.Second, time.Minute); err != nil {
+		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
 			return err
 		}
 	}

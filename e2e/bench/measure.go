@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -119,47 +120,75 @@ func (w writes) get(keys ...string) float64 {
 	return s
 }
 
-// watchUntil watches list's objects from now on and records, per object,
-// the first time done(obj) holds. It returns a function that waits until
-// want objects are done (or timeout) and returns the time the last one was
-// seen, and how many were.
-func watchUntil(ctx context.Context, list func(context.Context, metav1.ListOptions) (string, error),
+// watchUntil watches objects from now on and records, per object, the first
+// time done(obj) holds. It returns a function that waits until want objects
+// are done (or timeout) and returns when the last one was seen, and how many
+// were. A watch the API server closes (it drops slow watchers under load) is
+// opened again from the last resourceVersion seen, or after a relist.
+func watchUntil(ctx context.Context, list func(context.Context, metav1.ListOptions) (string, []runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), opts metav1.ListOptions,
 	done func(runtime.Object) (string, bool)) (func(want int, timeout time.Duration) (time.Time, int), error) {
-	rv, err := list(ctx, opts)
+	rv, _, err := list(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	opts.ResourceVersion = rv
-	w, err := watchFn(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
+	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	seen := map[string]time.Time{}
 	var last time.Time
 	changed := make(chan struct{}, 1)
+	record := func(obj runtime.Object) {
+		id, ok := done(obj)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		if _, dup := seen[id]; !dup {
+			seen[id], last = now, now
+		}
+		mu.Unlock()
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	go func() {
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
+		for ctx.Err() == nil {
+			o := opts
+			o.ResourceVersion, o.AllowWatchBookmarks = rv, true
+			w, err := watchFn(ctx, o)
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			if id, ok := done(ev.Object); ok {
-				now := time.Now()
-				mu.Lock()
-				if _, dup := seen[id]; !dup {
-					seen[id], last = now, now
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					rv = "" // expired: relist below
+					break
 				}
-				mu.Unlock()
-				select {
-				case changed <- struct{}{}:
-				default:
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					rv = m.GetResourceVersion()
+				}
+				if ev.Type == watch.Added || ev.Type == watch.Modified {
+					record(ev.Object)
+				}
+			}
+			w.Stop()
+			if rv == "" && ctx.Err() == nil {
+				var objs []runtime.Object
+				if rv, objs, err = list(ctx, opts); err != nil {
+					rv = ""
+					continue
+				}
+				for _, obj := range objs {
+					record(obj)
 				}
 			}
 		}
 	}()
 	return func(want int, timeout time.Duration) (time.Time, int) {
-		defer w.Stop()
+		defer cancel()
 		deadline := time.After(timeout)
 		for {
 			mu.Lock()
@@ -180,13 +209,16 @@ func watchUntil(ctx context.Context, list func(context.Context, metav1.ListOptio
 // watchSecrets waits for Secrets matching opts for which done holds.
 func watchSecrets(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions, done func(*corev1.Secret) bool) (func(int, time.Duration) (time.Time, int), error) {
 	api := c.CoreV1().Secrets("")
-	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		o.Limit = 1
+	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, []runtime.Object, error) {
 		l, err := api.List(ctx, o)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return l.ResourceVersion, nil
+		var objs []runtime.Object
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+		return l.ResourceVersion, objs, nil
 	}, api.Watch, opts, func(o runtime.Object) (string, bool) {
 		s, ok := o.(*corev1.Secret)
 		return s.Namespace + "/" + s.Name, ok && done(s)
@@ -196,13 +228,16 @@ func watchSecrets(ctx context.Context, c kubernetes.Interface, opts metav1.ListO
 // watchDeployments waits for Deployments for which done holds.
 func watchDeployments(ctx context.Context, c kubernetes.Interface, done func(*appsv1.Deployment) bool) (func(int, time.Duration) (time.Time, int), error) {
 	api := c.AppsV1().Deployments("")
-	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		o.Limit = 1
+	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, []runtime.Object, error) {
 		l, err := api.List(ctx, o)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return l.ResourceVersion, nil
+		var objs []runtime.Object
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+		return l.ResourceVersion, objs, nil
 	}, api.Watch, metav1.ListOptions{}, func(o runtime.Object) (string, bool) {
 		d, ok := o.(*appsv1.Deployment)
 		return d.Namespace + "/" + d.Name, ok && done(d)
