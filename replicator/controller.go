@@ -170,6 +170,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.metrics.syncErrors.WithLabelValues(k.Kind).Inc()
 		c.logger.Error("sync failed; retrying with backoff", zap.Stringer("key", k), zap.Error(err),
 			zap.Int("retries", c.queue.NumRequeues(k)))
+		if k.Target != "" {
+			c.failed(k, err)
+		}
 		c.queue.AddRateLimited(k)
 	}
 	return true

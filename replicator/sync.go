@@ -29,6 +29,7 @@ const (
 	ReasonReplicaConflict     = "ReplicaConflict"
 	ReasonReplicaReverted     = "ReplicaReverted"
 	ReasonReplicaContested    = "ReplicaContested"
+	ReasonReplicaFailed       = "ReplicaFailed"
 )
 
 // key is one unit of work. With Target empty it is a source: sync fans out
@@ -413,5 +414,17 @@ func (c *Controller) warn(src *item, reason, msg string) {
 // that raced ours; they are retried without being logged as failures.
 func isQuiet(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
-		errors.Is(err, context.Canceled)
+		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) || errors.Is(err, context.Canceled)
+}
+
+// failed tells the source's owner that its replica in k.Target could not be
+// written (a quota, an admission policy, a missing permission): the API's
+// answer says why. Repeats of one failure are counted on one Event.
+func (c *Controller) failed(k key, err error) {
+	src, gerr := c.objects[k.Kind].get(k.Namespace, k.Name)
+	if gerr != nil || src == nil {
+		return
+	}
+	c.warn(src, ReasonReplicaFailed, fmt.Sprintf(
+		"%v. courier retries with backoff; the other replicas are not held up", err))
 }
