@@ -69,9 +69,9 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "the longest a standby waits to take over from a leader that died (the Lease courier writes is shorter by 4.4 retry periods, client-go's polling and jitter)")
 	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 8*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
 	fs.DurationVar(&o.RetryPeriod, "retry-period", time.Second, "how often the leader renews the Lease and standbys check it")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 200, "sustained requests per second to the Kubernetes API (client-side limit; one source change to N namespaces is N writes)")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "burst of requests to the Kubernetes API above --kube-api-qps")
-	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 16, "replicas written concurrently (across namespaces)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 500, "sustained requests per second to the Kubernetes API (client-side limit; one source change to N namespaces is N writes)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 1000, "burst of requests to the Kubernetes API above --kube-api-qps")
+	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 64, "replicas written concurrently (across namespaces)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve the Go profiler at /debug/pprof/ on --metrics-addr")
 

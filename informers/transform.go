@@ -62,8 +62,54 @@ func Transform(keep KeepValues) cache.TransformFunc {
 			trimMeta(&o.ObjectMeta)
 			o.Status = batchv1.CronJobStatus{}
 		}
+		if t := PodTemplate(obj); t != nil {
+			trimPodSpec(&t.Spec)
+		}
 		return obj, nil
 	}
+}
+
+// trimPodSpec keeps of a workload's pod spec only what says which Secrets
+// and ConfigMaps it consumes (inputs.Of reads exactly this): each container's
+// name, envFrom and the env entries that reference a key, and the secret,
+// configMap and projected volumes. Images, commands, probes and literal env
+// values are what makes pod specs large.
+func trimPodSpec(spec *corev1.PodSpec) {
+	*spec = corev1.PodSpec{
+		InitContainers: trimContainers(spec.InitContainers),
+		Containers:     trimContainers(spec.Containers),
+		Volumes:        configVolumes(spec.Volumes),
+	}
+}
+
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		var env []corev1.EnvVar
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && (e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ConfigMapKeyRef != nil) {
+				env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
+					SecretKeyRef: e.ValueFrom.SecretKeyRef, ConfigMapKeyRef: e.ValueFrom.ConfigMapKeyRef}})
+			}
+		}
+		out[i] = corev1.Container{Name: c.Name, EnvFrom: c.EnvFrom, Env: env}
+	}
+	return out
+}
+
+func configVolumes(vs []corev1.Volume) []corev1.Volume {
+	var out []corev1.Volume
+	for _, v := range vs {
+		src := v.VolumeSource
+		if src.Secret != nil || src.ConfigMap != nil || src.Projected != nil {
+			out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				Secret: src.Secret, ConfigMap: src.ConfigMap, Projected: src.Projected}})
+		}
+	}
+	return out
 }
 
 func trimMeta(m *metav1.ObjectMeta) {
@@ -86,7 +132,7 @@ func digestSecret(s *corev1.Secret) {
 	}
 	s.Data = data
 	s.StringData = nil
-	s.Annotations = with(s.Annotations, content.DigestedAnnotation, content.DigestedValue)
+	s.Annotations = markDigested(s.Annotations)
 }
 
 func digestConfigMap(cm *corev1.ConfigMap) {
@@ -107,7 +153,20 @@ func digestConfigMap(cm *corev1.ConfigMap) {
 		}
 		cm.BinaryData = bin
 	}
-	cm.Annotations = with(cm.Annotations, content.DigestedAnnotation, content.DigestedValue)
+	cm.Annotations = markDigested(cm.Annotations)
+}
+
+// digestedOnly is the annotations of every digested object that had none:
+// one map for all of them (most Secrets and ConfigMaps carry no annotation,
+// and a map each was a sixth of courier's heap). Like everything in an
+// informer cache, it is never modified.
+var digestedOnly = map[string]string{content.DigestedAnnotation: content.DigestedValue}
+
+func markDigested(annotations map[string]string) map[string]string {
+	if len(annotations) == 0 {
+		return digestedOnly
+	}
+	return with(annotations, content.DigestedAnnotation, content.DigestedValue)
 }
 
 func without(m map[string]string, key string) map[string]string {

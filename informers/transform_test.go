@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-k8s/courier/content"
+	"github.com/courier-k8s/courier/inputs"
 	"github.com/courier-k8s/courier/keys"
 )
 
@@ -180,6 +181,44 @@ func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
 	}
 	if out.Annotations[keys.Reload] != "true" {
 		t.Errorf("courier annotation lost")
+	}
+}
+
+func TestTransformWorkloadKeepsOnlyWhatInputsRead(t *testing.T) {
+	secretKey := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}
+	container := func(name string) corev1.Container {
+		return corev1.Container{
+			Name: name, Image: "registry.example/app:1", Command: []string{"/app", "--serve"},
+			Env: []corev1.EnvVar{
+				{Name: "MODE", Value: strings.Repeat("literal ", 100)},
+				{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				{Name: "PASSWORD", ValueFrom: secretKey},
+			},
+			EnvFrom:        []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+			ReadinessProbe: &corev1.Probe{InitialDelaySeconds: 5},
+		}
+	}
+	d := &appsv1.Deployment{ObjectMeta: objMeta(), Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{container("init")},
+		Containers:     []corev1.Container{container("app")},
+		Volumes: []corev1.Volume{
+			{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Items: []corev1.KeyToPath{{Key: "crt", Path: "crt"}}}}},
+		},
+		ServiceAccountName: "app",
+	}}}}
+	want := inputs.Of(&d.Spec.Template.Spec)
+	out := transform(t, d).(*appsv1.Deployment)
+	spec := out.Spec.Template.Spec
+	if diff := cmp.Diff(want, inputs.Of(&spec)); diff != "" {
+		t.Errorf("what the workload consumes changed (-want +got):\n%s", diff)
+	}
+	c := spec.Containers[0]
+	if c.Image != "" || c.Command != nil || c.ReadinessProbe != nil || len(c.Env) != 1 || len(spec.Volumes) != 1 || spec.ServiceAccountName != "" {
+		t.Errorf("kept more than the consumed references: %+v", spec)
+	}
+	if again := transform(t, out.DeepCopy()).(*appsv1.Deployment); !cmp.Equal(again.Spec, out.Spec) {
+		t.Error("the transform is not idempotent on workloads")
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 )
 
 // workers sync workloads concurrently; rollouts are paced by the limiter.
-const workers = 4
+const workers = 32
 
 // Options configures the reloader.
 type Options struct {
