@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -21,12 +20,11 @@ import (
 // leaseName is the Lease in --namespace that courier processes elect on.
 const leaseName = "courier"
 
-// errLostLease ends the process: a leader that can no longer renew must stop
-// writing at once, and a restart is the only state that is certainly clean.
-var errLostLease = errors.New("lost the leader lease")
-
-// leaderElect runs lead while this process holds the Lease and returns when
-// ctx ends (releasing the lease at once) or when leadership is lost.
+// leaderElect runs lead while this process holds the Lease, until ctx ends
+// (then the lease is released at once). A leader that cannot renew (the API
+// server is unreachable for --renew-deadline, say while it restarts) stops
+// lead — no write after that — and stands for election again with its caches
+// warm; lead must therefore be callable again.
 func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, reg prometheus.Registerer, logger *zap.Logger, lead func(context.Context) error) error {
 	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Subsystem: "leader", Name: "is_leader",
@@ -42,7 +40,18 @@ func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, re
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
 	log := logger.Named("leader").With(zap.String("identity", id), zap.String("lease", o.Namespace+"/"+leaseName))
+	for {
+		lost, err := leadOnce(ctx, lock, id, o, isLeader, log, lead)
+		if err != nil || !lost {
+			return err
+		}
+		log.Warn("lost the leader lease: stopped writing; standing for election again")
+	}
+}
 
+// leadOnce waits to win the Lease, runs lead while holding it, and reports
+// whether it returned because the Lease was lost (rather than ctx ending).
+func leadOnce(ctx context.Context, lock resourcelock.Interface, id string, o Options, isLeader prometheus.Gauge, log *zap.Logger, lead func(context.Context) error) (lost bool, err error) {
 	// The elector runs on its own context so that on shutdown the lease is
 	// released only after the controllers have stopped writing.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
@@ -75,7 +84,7 @@ func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, re
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		return false, fmt.Errorf("leader election: %w", err)
 	}
 	electorDone := make(chan struct{})
 	go func() {
@@ -89,17 +98,10 @@ func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, re
 	case <-ctx.Done():
 		stopElecting()
 		<-electorDone
-		return nil
+		return false, nil
 	}
 	leadErr := lead(leadCtx)
-	lost := ctx.Err() == nil && leadErr == nil
-	stopElecting() // releases the lease
+	stopElecting() // releases the lease if still held
 	<-electorDone
-	if leadErr != nil {
-		return leadErr
-	}
-	if lost {
-		return errLostLease
-	}
-	return nil
+	return ctx.Err() == nil && leadErr == nil, leadErr
 }

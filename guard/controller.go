@@ -25,6 +25,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
 	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/workers"
 )
 
 // ReasonSourceRestored is the Warning Event on a protected source that was
@@ -143,34 +144,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForNamedCacheSync("guard", ctx.Done(), c.synced...) {
 		return nil
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c.processNext(ctx) {
-		}
-	}()
-	<-ctx.Done()
-	c.queue.ShutDown()
-	<-done
-	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	k, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(k)
-	err := c.sync(ctx, k)
-	switch {
-	case err == nil:
-		c.queue.Forget(k)
-	case ctx.Err() != nil:
-	default:
+	workers.Run(ctx, c.queue, 1, key{}, c.sync, func(k key, err error) {
 		c.logger.Error("restoring a protected source failed; retrying with backoff", zap.Stringer("source", k), zap.Error(err))
-		c.queue.AddRateLimited(k)
-	}
-	return true
+	})
+	return nil
 }
 
 func (c *Controller) forget(k key) {

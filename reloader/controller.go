@@ -3,7 +3,6 @@ package reloader
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,11 +21,12 @@ import (
 	"github.com/courier-k8s/courier/content"
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/workers"
 	"github.com/courier-k8s/courier/pending"
 )
 
-// workers sync workloads concurrently; rollouts are paced by the limiter.
-const workers = 32
+// workerCount workloads are synced concurrently; rollouts are paced by the limiter.
+const workerCount = 32
 
 // Options configures the reloader.
 type Options struct {
@@ -104,44 +104,22 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 	return c, nil
 }
 
-// Run syncs until ctx ends, then stops the queue and waits for the workers.
+// Run syncs while this process leads, until ctx ends. The queue outlives
+// the term (see package workers), so Run may be called again.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("reloader", ctx.Done(), c.synced...) {
 		return nil
 	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	workers.Run(ctx, c.queue, workerCount, key{}, c.sync, c.failed)
 	return nil
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	k, shutdown := c.queue.Get()
-	if shutdown {
-		return false
+func (c *Controller) failed(k key, err error) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return // the workload changed (or went) since the cache saw it: look again
 	}
-	defer c.queue.Done(k)
-	err := c.sync(ctx, k)
-	switch {
-	case err == nil:
-		c.queue.Forget(k)
-	case ctx.Err() != nil:
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		// The workload changed (or went) since the cache saw it: look again.
-		c.queue.AddRateLimited(k)
-	default:
-		c.logger.Error("sync failed; retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
-		c.queue.AddRateLimited(k)
-	}
-	return true
+	c.logger.Error("sync failed; retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
 }
 
 // changed enqueues k after the debounce window, remembering when the change

@@ -25,6 +25,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
 	"github.com/courier-k8s/courier/pending"
+	"github.com/courier-k8s/courier/workers"
 )
 
 // Options configures the replicator.
@@ -126,56 +127,36 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 	return c, nil
 }
 
-// Run syncs until ctx ends, then stops the queue and waits for the workers.
+// Run syncs while this process leads, until ctx ends. The queue outlives
+// the term (see package workers), so Run may be called again.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("replicator", ctx.Done(), c.synced...) {
 		return nil // ctx ended first
 	}
 	c.logger.Info("running", zap.Int("workers", c.opts.Workers))
-	var wg sync.WaitGroup
-	for range c.opts.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	workers.Run(ctx, c.queue, c.opts.Workers, key{}, c.sync, c.syncFailed)
 	return nil
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	k, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(k)
-	var err error
+func (c *Controller) sync(ctx context.Context, k key) error {
 	if k.Target == "" {
-		err = c.syncSource(k)
-	} else {
-		err = c.syncPair(ctx, k)
+		return c.syncSource(k)
 	}
-	switch {
-	case err == nil:
-		c.queue.Forget(k)
-	case ctx.Err() != nil:
-		// Shutting down: the next leader starts from the cache anew.
-	case isQuiet(err):
+	return c.syncPair(ctx, k)
+}
+
+func (c *Controller) syncFailed(k key, err error) {
+	if isQuiet(err) {
 		c.logger.Debug("retrying after a concurrent change", zap.Stringer("key", k), zap.Error(err))
-		c.queue.AddRateLimited(k)
-	default:
-		c.metrics.syncErrors.WithLabelValues(k.Kind).Inc()
-		c.logger.Error("sync failed; retrying with backoff", zap.Stringer("key", k), zap.Error(err),
-			zap.Int("retries", c.queue.NumRequeues(k)))
-		if k.Target != "" {
-			c.failed(k, err)
-		}
-		c.queue.AddRateLimited(k)
+		return
 	}
-	return true
+	c.metrics.syncErrors.WithLabelValues(k.Kind).Inc()
+	c.logger.Error("sync failed; retrying with backoff", zap.Stringer("key", k), zap.Error(err),
+		zap.Int("retries", c.queue.NumRequeues(k)))
+	if k.Target != "" {
+		c.failed(k, err)
+	}
 }
 
 // hash is the content hash of a source, computed once per resourceVersion.
