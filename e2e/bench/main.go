@@ -93,12 +93,15 @@ type results struct {
 }
 
 type scenario struct {
-	Name   string  `json:"name"`
-	Stats  stats   `json:"seconds"`
-	Floor  *stats  `json:"floorSeconds,omitempty"`
-	Ratio  float64 `json:"ratioToFloor,omitempty"`
-	Writes string  `json:"writes"` // measured, per repetition
-	Want   string  `json:"wantWrites"`
+	Name  string `json:"name"`
+	Stats stats  `json:"seconds"`
+	// Floor: the same N + D writes by a no-logic client, all at once (as
+	// courier's go); FloorAlone: each set of writes by itself.
+	Floor      *stats  `json:"floorSeconds,omitempty"`
+	FloorAlone *stats  `json:"floorAloneSeconds,omitempty"`
+	Ratio      float64 `json:"ratioToFloor,omitempty"`
+	Writes     string  `json:"writes"` // measured, per repetition
+	Want       string  `json:"wantWrites"`
 }
 
 func (r *results) problem(format string, args ...any) {
@@ -217,7 +220,7 @@ func run(ctx context.Context, o options) error {
 	r.Memory["restartPeakRssBytes"], r.Memory["afterRestartRssBytes"], r.Memory["afterRestartHeapBytes"] = m.PeakRSS, m.RSS, m.Heap
 
 	// 3: one source update → every replica, every consumer; against the floor.
-	var replicaSpan, rolloutSpan, floorReplicas, floorPatches []float64
+	var replicaSpan, rolloutSpan, floorReplicas, floorPatches, aloneReplicas, alonePatches []float64
 	var updateWrites []string
 	for i := range o.repeats {
 		rs, ds, w, err := sourceUpdate(ctx, client, o, fmt.Sprintf("v%d-%s", i, randomText(8)))
@@ -230,21 +233,31 @@ func run(ctx context.Context, o options) error {
 		if want := float64(o.Namespaces + o.Consumers); got != want {
 			r.problem("source update %d: %g writes (%v), want N + D = %g", i+1, got, w, want)
 		}
-		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%s", i, randomText(8)))
+		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%s", i, randomText(8)), false)
 		if err != nil {
 			return err
 		}
 		floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
-		logf("update %d: replicas %.2fs (floor %.2fs), consumers %.2fs (floor %.2fs)", i+1, rs, fr, ds, fp)
+		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+			return err
+		}
+		ar, ap, err := floor(ctx, client, o, fmt.Sprintf("a%d-%s", i, randomText(8)), true)
+		if err != nil {
+			return err
+		}
+		aloneReplicas, alonePatches = append(aloneReplicas, ar), append(alonePatches, ap)
+		logf("update %d: replicas %.2fs (floor %.2fs, alone %.2fs), consumers %.2fs (floor %.2fs, alone %.2fs)", i+1, rs, fr, ar, ds, fp, ap)
 		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
 			return err
 		}
 	}
 	rep, rol, fRep, fPat := summarize(replicaSpan), summarize(rolloutSpan), summarize(floorReplicas), summarize(floorPatches)
+	aRep, aPat := summarize(aloneReplicas), summarize(alonePatches)
 	r.Scenarios = append(r.Scenarios,
 		scenario{Name: fmt.Sprintf("3a. one source update → all %d replicas", o.Namespaces), Stats: rep, Floor: &fRep, Ratio: rep.Median / fRep.Median,
-			Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)},
-		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers), Stats: rol, Floor: &fPat, Ratio: rol.Median / fPat.Median, Writes: "(in 3a)", Want: "-"})
+			FloorAlone: &aRep, Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)},
+		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers), Stats: rol, Floor: &fPat, Ratio: rol.Median / fPat.Median,
+			FloorAlone: &aPat, Writes: "(in 3a)", Want: "-"})
 
 	// 4: a new namespace matching 50 sources.
 	var fresh []float64
@@ -378,12 +391,18 @@ func sourceUpdate(ctx context.Context, c kubernetes.Interface, o options, value 
 }
 
 // floor makes the same writes as one source update with no logic: an update
-// of a Secret in every namespace, then a pod-template patch of every
-// consumer, each as fast as floor-workers concurrent requests go, observed
-// the same way.
-func floor(ctx context.Context, c kubernetes.Interface, o options, value string) (float64, float64, error) {
+// of a Secret in every namespace and a pod-template patch of every consumer,
+// each set as fast as floor-workers concurrent requests go, observed by watch
+// as courier's are. Alone, the patches start once the updates are done; else
+// both sets go at once, as courier's do (its rollouts start while replicas
+// are still being written). It returns each set's makespan.
+func floor(ctx context.Context, c kubernetes.Interface, o options, value string, alone bool) (float64, float64, error) {
 	waitSecrets, err := watchSecrets(ctx, c, metav1.ListOptions{FieldSelector: "metadata.name=" + floorName},
 		func(s *corev1.Secret) bool { return string(s.Data[sharedKey]) == value })
+	if err != nil {
+		return 0, 0, err
+	}
+	waitPatches, err := watchDeployments(ctx, c, func(d *appsv1.Deployment) bool { return d.Spec.Template.Annotations[floorAnnot] == value })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -395,39 +414,59 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string)
 	}); err != nil {
 		return 0, 0, err
 	}
-	t0 := time.Now()
-	if err := parallel(o.Namespaces, o.workers, func(i int) error {
-		s := secrets[i]
-		s.Data[sharedKey] = []byte(value)
-		_, err := c.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		return 0, 0, err
-	}
-	last, n := waitSecrets(o.Namespaces, 5*time.Minute)
-	if n != o.Namespaces {
-		return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
-	}
-	secretsSpan := last.Sub(t0).Seconds()
-
 	consumers := consumerNames(o)
-	waitPatches, err := watchDeployments(ctx, c, func(d *appsv1.Deployment) bool { return d.Spec.Template.Annotations[floorAnnot] == value })
-	if err != nil {
-		return 0, 0, err
-	}
 	patch := []byte(fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, floorAnnot, value))
-	t0 = time.Now()
-	if err := parallel(len(consumers), o.workers, func(i int) error {
-		_, err := c.AppsV1().Deployments(consumers[i].Namespace).Patch(ctx, consumers[i].Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	}); err != nil {
+	update := func() error {
+		return parallel(o.Namespaces, o.workers, func(i int) error {
+			s := secrets[i]
+			s.Data[sharedKey] = []byte(value)
+			_, err := c.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	patchAll := func() error {
+		return parallel(len(consumers), o.workers, func(i int) error {
+			_, err := c.AppsV1().Deployments(consumers[i].Namespace).Patch(ctx, consumers[i].Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		})
+	}
+	waitBoth := func(t0, p0 time.Time) (float64, float64, error) {
+		lastS, n := waitSecrets(o.Namespaces, 5*time.Minute)
+		if n != o.Namespaces {
+			return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
+		}
+		lastP, n := waitPatches(len(consumers), 5*time.Minute)
+		if n != len(consumers) {
+			return 0, 0, fmt.Errorf("floor: %d of %d patches seen", n, len(consumers))
+		}
+		return lastS.Sub(t0).Seconds(), lastP.Sub(p0).Seconds(), nil
+	}
+
+	t0 := time.Now()
+	if alone {
+		if err := update(); err != nil {
+			return 0, 0, err
+		}
+		last, n := waitSecrets(o.Namespaces, 5*time.Minute)
+		if n != o.Namespaces {
+			return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
+		}
+		p0 := time.Now()
+		if err := patchAll(); err != nil {
+			return 0, 0, err
+		}
+		_, patchesSpan, err := waitBoth(t0, p0)
+		return last.Sub(t0).Seconds(), patchesSpan, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- patchAll() }()
+	if err := update(); err != nil {
 		return 0, 0, err
 	}
-	last, n = waitPatches(len(consumers), 5*time.Minute)
-	if n != len(consumers) {
-		return 0, 0, fmt.Errorf("floor: %d of %d patches seen", n, len(consumers))
+	if err := <-errc; err != nil {
+		return 0, 0, err
 	}
-	return secretsSpan, last.Sub(t0).Seconds(), nil
+	return waitBoth(t0, t0)
 }
 
 // consumerNames lists the Deployments load made consumers of the shared source.
@@ -568,13 +607,14 @@ func report(w *os.File, r *results) {
 		r.Dataset.Namespaces, r.Dataset.Secrets, r.Dataset.ConfigMaps, r.Dataset.SecretBytes, r.Dataset.HelmReleases, r.Dataset.HelmBytes>>10,
 		r.RawMiB, r.Dataset.Deployments, r.Dataset.Consumers, r.CourierArg)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tN\tMEDIAN\tP99\tFLOOR MEDIAN\tRATIO\tWRITES\tWANT")
+	fmt.Fprintln(tw, "SCENARIO\tN\tMEDIAN\tP99\tFLOOR (N+D AT ONCE)\tRATIO\tFLOOR ALONE\tRATIO\tWRITES\tWANT")
 	for _, s := range r.Scenarios {
-		floor, ratio := "-", "-"
+		floor, ratio, alone, aloneRatio := "-", "-", "-", "-"
 		if s.Floor != nil {
 			floor, ratio = fmt.Sprintf("%.3f", s.Floor.Median), fmt.Sprintf("%.2f×", s.Ratio)
+			alone, aloneRatio = fmt.Sprintf("%.3f", s.FloorAlone.Median), fmt.Sprintf("%.2f×", s.Stats.Median/s.FloorAlone.Median)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, floor, ratio, s.Writes, s.Want)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, floor, ratio, alone, aloneRatio, s.Writes, s.Want)
 	}
 	tw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
