@@ -173,7 +173,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--secure-port=0",
 		// The defaults (20 QPS, 5 Deployment workers) take minutes to create
 		// the ReplicaSets of a few thousand Deployments; large clusters raise them.
-		"--kube-api-qps=300", "--kube-api-burst=600", "--concurrent-deployment-syncs=20",
+		"--kube-api-qps=1000", "--kube-api-burst=2000", "--concurrent-deployment-syncs=50",
 	)
 	c.add("kube-scheduler", o.BinDir,
 		"--kubeconfig="+c.Kubeconfig,
