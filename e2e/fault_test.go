@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// replicaWatch counts, from now on, the replicas named name that reach
+// value, and the replicas deleted.
+type replicaWatch struct {
+	w       watch.Interface
+	mu      sync.Mutex
+	reached map[string]bool
+	deleted atomic.Int32
+}
+
+func watchReplicas(t *testing.T, name, value string) *replicaWatch {
+	t.Helper()
+	opts := metav1.ListOptions{LabelSelector: "courier.dev/replica=true", FieldSelector: "metadata.name=" + name}
+	l, err := admin().CoreV1().Secrets("").List(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ResourceVersion = l.ResourceVersion
+	w, err := admin().CoreV1().Secrets("").Watch(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := &replicaWatch{w: w, reached: map[string]bool{}}
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			s, ok := ev.Object.(*corev1.Secret)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				rw.deleted.Add(1)
+				continue
+			}
+			if string(s.Data["k"]) == value {
+				rw.mu.Lock()
+				rw.reached[s.Namespace] = true
+				rw.mu.Unlock()
+			}
+		}
+	}()
+	return rw
+}
+
+func (rw *replicaWatch) count() int {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return len(rw.reached)
+}
+
+// TestSIGKILLMidPropagationConverges kills courier while it propagates one
+// change to 500 namespaces, starts it again, and checks that every replica
+// converges, none was lost on the way, and each consumer rolled out once.
+func TestSIGKILLMidPropagationConverges(t *testing.T) {
+	const n, consumers = 500, 10
+	s := replicationSetup{id: testID()}
+	s.src = newNamespace(t, "src", nil)
+	targets := make([]string, n)
+	for i := range n {
+		targets[i] = s.target(t, "wide", nil)
+	}
+	createSecret(t, s.src, "wide", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("k", "v1"))
+	for _, ns := range targets[:consumers] {
+		createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "wide", "k")}, nil, nil))
+	}
+
+	v1 := watchReplicas(t, "wide", "v1")
+	first := startCourier(t, "--source-namespaces="+s.src)
+	first.WaitLeader(t.Context())
+	eventually(t, 60*time.Second, fmt.Sprintf("%d replicas", n), func(context.Context) (bool, error) { return v1.count() == n, nil })
+	for _, ns := range targets[:consumers] {
+		settled(t, ns, "app")
+	}
+
+	v2 := watchReplicas(t, "wide", "v2")
+	updateSecret(t, s.src, "wide", func(x *corev1.Secret) { x.Data["k"] = []byte("v2") })
+	eventually(t, 30*time.Second, "propagation under way", func(context.Context) (bool, error) { return v2.count() >= 20, nil })
+	first.Signal(syscall.SIGKILL)
+	killedAt := v2.count()
+	t.Logf("SIGKILL with %d of %d replicas updated", killedAt, n)
+	if killedAt >= n {
+		t.Fatalf("propagation finished before the kill; nothing was interrupted")
+	}
+
+	// The restarted courier (a new Lease namespace: this test is about the
+	// restart, TestLeaderFailover about the Lease).
+	startCourier(t, "--source-namespaces="+s.src).WaitLeader(t.Context())
+	eventually(t, 60*time.Second, "every replica converges after the restart", func(context.Context) (bool, error) { return v2.count() == n, nil })
+	if d := v1.deleted.Load() + v2.deleted.Load(); d != 0 {
+		t.Errorf("%d replicas were deleted on the way", d)
+	}
+	time.Sleep(quiet)
+	for _, ns := range targets[:consumers] {
+		if got, err := replicaSets(t.Context(), ns, "app"); err != nil || got != 2 {
+			t.Errorf("%s/app: %d ReplicaSets (%v), want 2: exactly one rollout for the change", ns, got, err)
+		}
+	}
+}
+
+// TestControlPlaneRestartsAreSurvived restarts kube-apiserver, then etcd,
+// while the source keeps changing: courier's informers recover on their own
+// and the last change reaches every replica, without restarting courier.
+func TestControlPlaneRestartsAreSurvived(t *testing.T) {
+	s := setupReplication(t)
+	var targets []string
+	for range 5 {
+		targets = append(targets, s.target(t, "dst", nil))
+	}
+	createSecret(t, s.src, "cfg", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "start"))
+	pid := s.courier.cmd.Process.Pid
+	allAt := func(value string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			for _, ns := range targets {
+				if ok, err := secretIn(ns, "cfg", map[string][]byte{"k": []byte(value)})(ctx); !ok || err != nil {
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+	}
+	eventually(t, converge, "replicas", allAt("start"))
+
+	for _, component := range []string{"kube-apiserver", "etcd"} {
+		before := component + "-before"
+		updateSecret(t, s.src, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte(before) })
+		eventually(t, converge, "change before the restart applied", allAt(before))
+
+		restarted := make(chan error, 1)
+		go func() { restarted <- env.cluster.Restart(context.Background(), component, false) }()
+		// During: keep changing the source every 200 ms, through the outage,
+		// until two changes have gone in after the component is back.
+		var during string
+		var failed, sinceBack int
+		back := false
+		for deadline := time.Now().Add(90 * time.Second); sinceBack < 2; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the source could not be changed for 90 s after restarting %s", component)
+			}
+			select {
+			case err := <-restarted:
+				if err != nil {
+					t.Fatalf("restart %s: %v", component, err)
+				}
+				back = true
+			default:
+			}
+			value := fmt.Sprintf("%s-during-%d", component, failed+sinceBack)
+			cur, err := getSecret(t.Context(), s.src, "cfg")
+			if err == nil {
+				cur.Data["k"] = []byte(value)
+				_, err = admin().CoreV1().Secrets(s.src).Update(t.Context(), cur, metav1.UpdateOptions{})
+			}
+			switch {
+			case err != nil:
+				failed++
+			case back:
+				sinceBack++
+				during = value
+			default:
+				during = value
+			}
+		}
+		t.Logf("%s restart: %d changes refused during the outage", component, failed)
+		eventually(t, 60*time.Second, "the change made around the "+component+" restart applied", allAt(during))
+		after := component + "-after"
+		updateSecret(t, s.src, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte(after) })
+		eventually(t, 30*time.Second, "the change after the "+component+" restart applied", allAt(after))
+	}
+	if s.courier.Exited() || s.courier.cmd.Process.Pid != pid {
+		t.Errorf("courier restarted or exited during the control-plane restarts")
+	}
+}
+
+// TestRejectedWriteGivesAnEventAndTheRestContinues puts a ResourceQuota that
+// allows no Secret into one target: that replica's write is refused, the
+// source gets a Warning naming the namespace and the API's reason, every
+// other replica is written, and once the quota allows it the replica follows.
+func TestRejectedWriteGivesAnEventAndTheRestContinues(t *testing.T) {
+	s := setupReplication(t)
+	ok1, full, ok2 := s.target(t, "ok", nil), s.target(t, "full", nil), s.target(t, "ok", nil)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceSecrets: resource.MustParse("0")}}}
+	if _, err := admin().CoreV1().ResourceQuotas(full).Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, converge, "quota in force", func(ctx context.Context) (bool, error) {
+		q, err := admin().CoreV1().ResourceQuotas(full).Get(ctx, "no-secrets", metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, err
+	})
+	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	want := map[string][]byte{"k": []byte("v")}
+	for _, ns := range []string{ok1, ok2} {
+		eventually(t, converge, "replica in "+ns, secretIn(ns, "app", want))
+	}
+	eventually(t, converge, "ReplicaFailed on the source naming "+full+" and the quota",
+		eventWith(s.src, "app", "ReplicaFailed", full, "exceeded quota"))
+	s.courier.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="error"} 1`)
+
+	q, err := admin().CoreV1().ResourceQuotas(full).Get(t.Context(), "no-secrets", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.Hard[corev1.ResourceSecrets] = resource.MustParse("5")
+	if _, err := admin().CoreV1().ResourceQuotas(full).Update(t.Context(), q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "replica written once the quota allows it (retried with backoff)", secretIn(full, "app", want))
+}

@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// soakDuration is how long TestSoak runs its random operations:
+// COURIER_SOAK (a Go duration; `make soak` sets 10m), else 20 s.
+func soakDuration(t *testing.T) time.Duration {
+	if v := os.Getenv("COURIER_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("COURIER_SOAK=%q: %v", v, err)
+		}
+		return d
+	}
+	return 20 * time.Second
+}
+
+// soak is the state TestSoak keeps of what it did.
+type soak struct {
+	t       *testing.T
+	rng     *rand.Rand
+	id      string
+	src     string
+	live    []string               // namespaces the test made and has not deleted
+	labels  map[string]string      // namespace → its soak label value
+	edits   map[string][]time.Time // namespace → when its alpha replica was edited
+	changes map[string]int         // namespace → changes of the consumed content seen there
+	apps    map[string]int         // namespace with a consumer → changes before it was created
+	courier *courierProcess
+	kills   int
+	ops     map[string]int
+}
+
+// selectors of the soak's sources over the label L = "soak-<id>", which
+// every soak namespace carries with the value a, b or c.
+var soakSources = map[string]string{"alpha": "L=a", "beta": "L in (a,b)", "gamma": "L,L!=a"}
+
+func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L", label) }
+
+// TestSoak makes random changes for a bounded time — namespaces created,
+// relabelled and deleted; sources edited; replicas edited and deleted;
+// consuming Deployments created; courier SIGKILLed and started again — and
+// then checks the invariants: every targeted namespace holds a replica equal
+// to its source and no other does; objects courier does not own are
+// untouched; every rollout is explained by a consumed change; the last
+// courier's goroutines did not grow.
+func TestSoak(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (rerun with the same operations: COURIER_SOAK_SEED=%d)", seed, seed)
+	if v := os.Getenv("COURIER_SOAK_SEED"); v != "" {
+		fmt.Sscan(v, &seed)
+	}
+	k := &soak{t: t, rng: rand.New(rand.NewPCG(seed, seed)), id: testID(), labels: map[string]string{},
+		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{}}
+	k.src = newNamespace(t, "soak-src", nil)
+	label := "soak-" + k.id
+	for name, sel := range soakSources {
+		opts := []secretOpt{withAnnotation(keyReplicateTo, soakSelector(sel, label)), withData("k", "0")}
+		if name == "alpha" {
+			opts = append(opts, withAnnotation(keyReload, "true"))
+		}
+		createSecret(t, k.src, name, opts...)
+	}
+	for range 4 {
+		k.newNamespace()
+	}
+	// Bystanders: objects courier does not own, one of them named like a source.
+	bystanders := map[string]string{} // ns/name → resourceVersion
+	for i, ns := range k.live[:2] {
+		for _, name := range []string{"bystander", []string{"gamma", "beta"}[i]} {
+			b := createSecret(t, ns, name, withData("mine", "keep"))
+			bystanders[ns+"/"+name] = b.ResourceVersion
+		}
+	}
+	k.start()
+
+	deadline := time.Now().Add(soakDuration(t))
+	for time.Now().Before(deadline) {
+		k.step(bystanders)
+		time.Sleep(time.Duration(k.rng.IntN(150)) * time.Millisecond)
+	}
+	t.Logf("operations: %v; courier killed %d times", k.ops, k.kills)
+
+	// Converge with the last courier, then check.
+	if k.courier.Exited() {
+		k.start()
+	}
+	goroutinesStart := k.goroutines()
+	eventually(t, 60*time.Second, "every namespace holds exactly its replicas, equal to their sources", k.converged)
+	for ref, rv := range bystanders {
+		ns, name, _ := strings.Cut(ref, "/")
+		got, err := getSecret(t.Context(), ns, name)
+		if err != nil || got.ResourceVersion != rv {
+			t.Errorf("object %s courier does not own was changed or removed (%v)", ref, err)
+		}
+	}
+	time.Sleep(quiet)
+	for ns, before := range k.apps {
+		n, err := replicaSets(t.Context(), ns, "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rollouts, explained := n-1, k.changes[ns]-before; rollouts > explained {
+			t.Errorf("%s/app rolled out %d times, but its input changed only %d times", ns, rollouts, explained)
+		}
+	}
+	if g := k.goroutines(); g > goroutinesStart+25 {
+		t.Errorf("courier's goroutines grew from %d to %d while converging", goroutinesStart, g)
+	}
+}
+
+func (k *soak) start() {
+	k.courier = startCourier(k.t, "--source-namespaces="+k.src, "--reload-debounce=300ms")
+	k.courier.WaitLeader(k.t.Context())
+}
+
+func (k *soak) goroutines() int {
+	return int(metricSum(k.courier.Metrics(k.t.Context()), "go_goroutines"))
+}
+
+func (k *soak) labelValue() string { return []string{"a", "b", "c"}[k.rng.IntN(3)] }
+
+func (k *soak) newNamespace() {
+	v := k.labelValue()
+	ns := newNamespace(k.t, "soak", map[string]string{"soak-" + k.id: v})
+	k.live = append(k.live, ns)
+	k.labels[ns] = v
+}
+
+func (k *soak) pick() string { return k.live[k.rng.IntN(len(k.live))] }
+
+// step makes one random change, never to a bystander.
+func (k *soak) step(bystanders map[string]string) {
+	t, ctx := k.t, k.t.Context()
+	switch op := k.rng.IntN(100); {
+	case op < 12:
+		k.ops["create namespace"]++
+		k.newNamespace()
+	case op < 27:
+		k.ops["relabel namespace"]++
+		ns, v := k.pick(), k.labelValue()
+		setNamespaceLabels(t, ns, func(l map[string]string) { l["soak-"+k.id] = v })
+		if (k.labels[ns] == "a") != (v == "a") { // alpha's replica comes or goes
+			k.changes[ns]++
+		}
+		k.labels[ns] = v
+	case op < 32 && len(k.live) > 3:
+		k.ops["delete namespace"]++
+		i := k.rng.IntN(len(k.live))
+		if !k.holdsBystander(k.live[i], bystanders) {
+			_ = admin().CoreV1().Namespaces().Delete(ctx, k.live[i], metav1.DeleteOptions{})
+			delete(k.apps, k.live[i])
+			k.live = slices.Delete(k.live, i, i+1)
+		}
+	case op < 55:
+		k.ops["edit source"]++
+		name := []string{"alpha", "beta", "gamma"}[k.rng.IntN(3)]
+		updateSecret(t, k.src, name, func(s *corev1.Secret) { s.Data["k"] = []byte(fmt.Sprint(k.rng.Int())) })
+		if name == "alpha" {
+			for ns, v := range k.labels {
+				if v == "a" {
+					k.changes[ns]++
+				}
+			}
+		}
+	case op < 70:
+		// At most 4 edits of one replica a minute: past 5 courier backs off
+		// (ReplicaContested) by design, and the end state would not converge.
+		ns := k.pick()
+		recent := slices.DeleteFunc(k.edits[ns], func(at time.Time) bool { return time.Since(at) > 70*time.Second })
+		if len(recent) >= 4 {
+			break
+		}
+		k.ops["edit replica"]++
+		if ok, _ := editSecret(ns, "alpha", "k", "tampered")(ctx); ok {
+			k.edits[ns] = append(recent, time.Now())
+			k.changes[ns] += 2 // the edit, and courier's revert
+		}
+	case op < 80:
+		k.ops["delete replica"]++
+		ns := k.pick()
+		if _, owned := bystanders[ns+"/beta"]; !owned {
+			_ = admin().CoreV1().Secrets(ns).Delete(ctx, "beta", metav1.DeleteOptions{})
+		}
+	case op < 90:
+		ns := k.pick()
+		if _, ok := k.apps[ns]; !ok {
+			k.ops["create consumer"]++
+			k.apps[ns] = k.changes[ns]
+			createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "alpha", "k")}, nil, nil))
+		}
+	default:
+		if !k.courier.Exited() && k.rng.IntN(3) == 0 {
+			k.ops["kill courier"]++
+			k.courier.Signal(syscall.SIGKILL)
+			k.courier.Wait(5 * time.Second)
+			k.kills++
+			k.start()
+		}
+	}
+}
+
+func (k *soak) holdsBystander(ns string, bystanders map[string]string) bool {
+	for ref := range bystanders {
+		if strings.HasPrefix(ref, ns+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// converged reports whether every live namespace holds a replica of each
+// source whose selector matches it, equal to the source, and no other
+// replica (bystanders are not replicas: courier never writes them).
+func (k *soak) converged(ctx context.Context) (bool, error) {
+	label := "soak-" + k.id
+	for name, sel := range soakSources {
+		src, err := getSecret(ctx, k.src, name)
+		if err != nil {
+			return false, err
+		}
+		selector, err := labels.Parse(soakSelector(sel, label))
+		if err != nil {
+			return false, err
+		}
+		for _, ns := range k.live {
+			n, err := admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got, err := getSecret(ctx, ns, name)
+			if apierrors.IsNotFound(err) {
+				got = nil
+			} else if err != nil {
+				return false, err
+			}
+			isReplica := got != nil && got.Annotations["courier.dev/source"] == k.src+"/"+name
+			bystander := got != nil && !isReplica
+			switch {
+			case bystander:
+				// a squatter: courier must leave it, checked by resourceVersion
+			case selector.Matches(labels.Set(n.Labels)):
+				if !isReplica || !equalData(got.Data, src.Data) {
+					return false, nil
+				}
+			case got != nil:
+				return false, nil // a replica where none is targeted
+			}
+		}
+	}
+	return true, nil
+}
