@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&o.out, "out", ".run/bench/results.json", "where to write the results as JSON")
 	flag.StringVar(&o.binDir, "controlplane-bin", "", "control-plane binaries (e2e/tools/build.sh prints the directory)")
 	flag.StringVar(&o.dir, "dir", ".run/bench", "working directory: courier binary, logs, cluster data")
-	flag.StringVar(&o.courierArg, "courier-args", "--reload-debounce=0 --reload-qps=1000 --reload-burst=1000", "extra courier flags (space-separated)")
+	flag.StringVar(&o.courierArg, "courier-args", "--reload-qps=1000 --reload-burst=1000", "extra courier flags (space-separated); the default lifts rollout pacing, keeping the 2 s debounce")
 	flag.IntVar(&o.workers, "floor-workers", 64, "concurrent requests of the floor client")
 	flag.Parse()
 
