@@ -151,7 +151,7 @@ func load(ctx context.Context, c kubernetes.Interface, d dataset, logf func(stri
 
 	logf("secrets: %d of %d bytes, and a floor Secret per namespace", d.Secrets, d.SecretBytes)
 	perNS := max(1, d.Secrets/d.Namespaces)
-	if err := parallel(d.Secrets, 32, func(i int) error {
+	if err := parallel(d.Secrets, 64, func(i int) error {
 		ns := nsName(i / perNS % d.Namespaces)
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sec-%d", i%perNS), Namespace: ns},
 			Data: map[string][]byte{"v": randomBytes(d.SecretBytes)}}
@@ -171,7 +171,7 @@ func load(ctx context.Context, c kubernetes.Interface, d dataset, logf func(stri
 
 	logf("configmaps: %d", d.ConfigMaps)
 	cmPerNS := max(1, d.ConfigMaps/d.Namespaces)
-	if err := parallel(d.ConfigMaps, 32, func(i int) error {
+	if err := parallel(d.ConfigMaps, 64, func(i int) error {
 		ns := nsName(i / cmPerNS % d.Namespaces)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i%cmPerNS), Namespace: ns},
 			Data: map[string]string{"v": randomText(d.SecretBytes)}}
@@ -194,7 +194,7 @@ func load(ctx context.Context, c kubernetes.Interface, d dataset, logf func(stri
 
 	logf("deployments: %d (%d consume %s with reload on)", d.Deployments, d.Consumers, sharedName)
 	perNSDeploy := max(1, d.Deployments/d.Namespaces)
-	return parallel(d.Deployments, 32, func(i int) error {
+	return parallel(d.Deployments, 64, func(i int) error {
 		ns := nsName(i / perNSDeploy % d.Namespaces)
 		dep := deployment(ns, fmt.Sprintf("app-%d", i%perNSDeploy), i, i < d.Consumers, perNS, cmPerNS)
 		_, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})

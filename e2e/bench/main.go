@@ -199,7 +199,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		ready = append(ready, time.Since(t0).Seconds())
-		time.Sleep(3 * time.Second) // anything courier would write, it writes now
+		time.Sleep(2 * time.Second) // anything courier would write, it writes now
 		after, err := apiserverWrites(ctx, client)
 		if err != nil {
 			return err
@@ -539,7 +539,7 @@ func burstUpdate(ctx context.Context, c kubernetes.Interface, o options, want in
 	if n != want {
 		return 0, nil, fmt.Errorf("burst: %d of %d replicas updated", n, want)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second) // count any late write too
 	after, err := apiserverWrites(ctx, c)
 	if err != nil {
 		return 0, nil, err
