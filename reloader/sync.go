@@ -173,6 +173,11 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	if a[keys.Reload] == "false" {
 		return nil // opted out of every reload
 	}
+	if v, ok := a[keys.Reload]; ok && v != "true" {
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
+			"%s=%q is neither \"true\" nor \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
+			keys.Reload, v, keys.ReloadOn, keys.Reload))
+	}
 	all := c.opts.ReloadAll || a[keys.Reload] == "true"
 	var named map[string]bool
 	if s, ok := a[keys.ReloadOn]; ok {
