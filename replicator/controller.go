@@ -200,7 +200,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err != nil {
 				return
 			}
-			if isSource(m) {
+			if IsSource(m) {
 				c.sourceChanged(kind, m)
 			}
 			c.enqueueClaims(kind, m)
@@ -211,7 +211,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err1 != nil || err2 != nil || old.GetResourceVersion() == cur.GetResourceVersion() {
 				return
 			}
-			if isSource(old) || isSource(cur) {
+			if IsSource(old) || IsSource(cur) {
 				if sourceRelevantChange(oldObj, newObj) {
 					c.sourceChanged(kind, cur)
 				}
@@ -226,7 +226,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err != nil {
 				return
 			}
-			if isSource(m) {
+			if IsSource(m) {
 				c.forgetSource(m.GetUID())
 				if c.opts.Guard != nil && c.opts.Guard.Protected(m) {
 					c.queue.AddAfter(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, restoreGrace)
@@ -239,7 +239,8 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 	}
 }
 
-func isSource(m metav1.Object) bool {
+// IsSource reports whether m carries courier.dev/replicate-to.
+func IsSource(m metav1.Object) bool {
 	_, ok := m.GetAnnotations()[keys.ReplicateTo]
 	return ok
 }

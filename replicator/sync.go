@@ -388,7 +388,7 @@ func (c *Controller) isSource(o *objects, ref string) bool {
 		return false
 	}
 	it, err := o.get(ns, name)
-	return err == nil && it != nil && isSource(it.meta)
+	return err == nil && it != nil && IsSource(it.meta)
 }
 
 // write runs one API write, counting it and timing it from the source change.

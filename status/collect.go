@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/replicator"
 )
 
 // Collect reads what Build needs, page by page. Secrets and ConfigMaps are
@@ -35,7 +36,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 		err := each(ctx, metaLister(meta, gvr), opts, func(obj runtime.Object) error {
 			m := obj.(*metav1.PartialObjectMetadata)
 			o := Object{Kind: kind, Meta: m}
-			if IsSource(m) {
+			if replicator.IsSource(m) {
 				h, err := sourceHash(ctx, client, kind, m.Namespace, m.Name)
 				if err != nil {
 					return err

@@ -119,12 +119,6 @@ func ConfigMapHash(cm *corev1.ConfigMap) string {
 	return content.Hash(content.ConfigMapEntries(cm))
 }
 
-// IsSource reports whether m carries courier.dev/replicate-to.
-func IsSource(m metav1.Object) bool {
-	_, ok := m.GetAnnotations()[keys.ReplicateTo]
-	return ok
-}
-
 // Build computes the report.
 func Build(c Cluster, o Options) Report {
 	byName := map[string]Object{} // kind/namespace/name
@@ -133,7 +127,7 @@ func Build(c Cluster, o Options) Report {
 	}
 	var r Report
 	for _, obj := range c.Objects {
-		if IsSource(obj.Meta) {
+		if replicator.IsSource(obj.Meta) {
 			r.Sources = append(r.Sources, build(obj, c, byName, o))
 		}
 	}
