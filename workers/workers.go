@@ -24,23 +24,19 @@ type Sync[K comparable] func(ctx context.Context, k K) error
 // every failed sync (not those cut short by the end of the term).
 func Run[K comparable](ctx context.Context, q workqueue.TypedRateLimitingInterface[K], n int, wake K, syncKey Sync[K], onError func(K, error)) {
 	var wg sync.WaitGroup
-	var running sync.WaitGroup
-	running.Add(n)
 	for range n {
 		wg.Go(func() {
-			defer running.Done()
 			for process(ctx, q, wake, syncKey, onError) {
 			}
 		})
 	}
 	<-ctx.Done()
 	stopped := make(chan struct{})
-	go func() { running.Wait(); close(stopped) }()
+	go func() { wg.Wait(); close(stopped) }()
 	for {
 		q.Add(wake)
 		select {
 		case <-stopped:
-			wg.Wait()
 			return
 		case <-time.After(5 * time.Millisecond):
 		}
