@@ -101,25 +101,36 @@ func createSecret(t *testing.T, ns, name string, opts ...secretOpt) *corev1.Secr
 	return got
 }
 
-// updateSecret applies change to the current Secret, retrying on conflicts.
-func updateSecret(t *testing.T, ns, name string, change func(*corev1.Secret)) *corev1.Secret {
+// updateOnConflict runs a read-modify-write until it is not refused for a
+// conflict (courier writes the same objects), for up to 10 s, and fails t
+// with what on any other error.
+func updateOnConflict(t *testing.T, what string, update func(ctx context.Context) error) {
 	t.Helper()
-	var out *corev1.Secret
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := admin().CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		change(s)
-		out, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		err := update(ctx)
 		if apierrors.IsConflict(err) {
 			return false, nil
 		}
 		return err == nil, err
 	})
 	if err != nil {
-		t.Fatalf("update secret %s/%s: %v", ns, name, err)
+		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// updateSecret applies change to the current Secret, retrying on conflicts.
+func updateSecret(t *testing.T, ns, name string, change func(*corev1.Secret)) *corev1.Secret {
+	t.Helper()
+	var out *corev1.Secret
+	updateOnConflict(t, "update secret "+ns+"/"+name, func(ctx context.Context) error {
+		s, err := admin().CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(s)
+		out, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
 	return out
 }
 
@@ -195,24 +206,18 @@ func eventWith(ns, name, reason string, parts ...string) func(context.Context) (
 
 func setNamespaceLabels(t *testing.T, ns string, change func(map[string]string)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	updateOnConflict(t, "relabel namespace "+ns, func(ctx context.Context) error {
 		n, err := admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
 		change(n.Labels)
 		_, err = admin().CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return err
 	})
-	if err != nil {
-		t.Fatalf("relabel namespace %s: %v", ns, err)
-	}
 }
 
 func createConfigMap(t *testing.T, ns, name string, annotations, data map[string]string) {
@@ -226,21 +231,15 @@ func createConfigMap(t *testing.T, ns, name string, annotations, data map[string
 // updateConfigMap applies change to the current ConfigMap, retrying on conflicts.
 func updateConfigMap(t *testing.T, ns, name string, change func(*corev1.ConfigMap)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	updateOnConflict(t, "update configmap "+ns+"/"+name, func(ctx context.Context) error {
 		cm, err := admin().CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		change(cm)
 		_, err = admin().CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return err
 	})
-	if err != nil {
-		t.Fatalf("update configmap %s/%s: %v", ns, name, err)
-	}
 }
 
 // configMapIn reports whether ns/name exists with data want.
