@@ -206,20 +206,30 @@ func watchUntil(ctx context.Context, list func(context.Context, metav1.ListOptio
 	}, nil
 }
 
-// watchSecrets waits for Secrets matching opts for which done holds.
-func watchSecrets(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions, done func(*corev1.Secret) bool) (func(int, time.Duration) (time.Time, int), error) {
-	api := c.CoreV1().Secrets("")
-	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, []runtime.Object, error) {
-		l, err := api.List(ctx, o)
+// lister adapts a typed List to what watchUntil needs: the list's
+// resourceVersion and its items.
+func lister[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error)) func(context.Context, metav1.ListOptions) (string, []runtime.Object, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (string, []runtime.Object, error) {
+		l, err := list(ctx, o)
 		if err != nil {
 			return "", nil, err
 		}
-		var objs []runtime.Object
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
+		objs, err := meta.ExtractList(l)
+		if err != nil {
+			return "", nil, err
 		}
-		return l.ResourceVersion, objs, nil
-	}, api.Watch, opts, func(o runtime.Object) (string, bool) {
+		m, err := meta.ListAccessor(l)
+		if err != nil {
+			return "", nil, err
+		}
+		return m.GetResourceVersion(), objs, nil
+	}
+}
+
+// watchSecrets waits for Secrets matching opts for which done holds.
+func watchSecrets(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions, done func(*corev1.Secret) bool) (func(int, time.Duration) (time.Time, int), error) {
+	api := c.CoreV1().Secrets("")
+	return watchUntil(ctx, lister(api.List), api.Watch, opts, func(o runtime.Object) (string, bool) {
 		s, ok := o.(*corev1.Secret)
 		return s.Namespace + "/" + s.Name, ok && done(s)
 	})
@@ -228,17 +238,7 @@ func watchSecrets(ctx context.Context, c kubernetes.Interface, opts metav1.ListO
 // watchDeployments waits for Deployments for which done holds.
 func watchDeployments(ctx context.Context, c kubernetes.Interface, done func(*appsv1.Deployment) bool) (func(int, time.Duration) (time.Time, int), error) {
 	api := c.AppsV1().Deployments("")
-	return watchUntil(ctx, func(ctx context.Context, o metav1.ListOptions) (string, []runtime.Object, error) {
-		l, err := api.List(ctx, o)
-		if err != nil {
-			return "", nil, err
-		}
-		var objs []runtime.Object
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-		return l.ResourceVersion, objs, nil
-	}, api.Watch, metav1.ListOptions{}, func(o runtime.Object) (string, bool) {
+	return watchUntil(ctx, lister(api.List), api.Watch, metav1.ListOptions{}, func(o runtime.Object) (string, bool) {
 		d, ok := o.(*appsv1.Deployment)
 		return d.Namespace + "/" + d.Name, ok && done(d)
 	})
