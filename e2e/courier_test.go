@@ -86,9 +86,13 @@ func startCourierAs(t *testing.T, id identity, extraEnv []string, args ...string
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		var state string
+		if t.Failed() && !p.Exited() {
+			state = p.queueState()
+		}
 		p.Stop()
 		if t.Failed() {
-			t.Logf("courier log (%s):\n%s", p.addr, p.Logs())
+			t.Logf("courier log (%s):\n%s%s", p.addr, p.Logs(), state)
 		}
 	})
 	return p
@@ -154,6 +158,27 @@ func (p *courierProcess) Stop() {
 	if bytes.Contains([]byte(p.Logs()), []byte("WARNING: DATA RACE")) {
 		p.t.Errorf("the race detector found a data race in courier; see its log")
 	}
+}
+
+// queueState is what a failed test's courier was still working on: its
+// work queues and API requests, from /metrics.
+func (p *courierProcess) queueState() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, body, err := p.get(ctx, "/metrics")
+	if err != nil {
+		return fmt.Sprintf("\n(metrics at failure: %v)", err)
+	}
+	var b strings.Builder
+	b.WriteString("\nmetrics at failure:\n")
+	for line := range strings.Lines(body) {
+		if strings.HasPrefix(line, "courier_workqueue_depth") || strings.HasPrefix(line, "courier_workqueue_unfinished") ||
+			strings.HasPrefix(line, "courier_workqueue_longest") || strings.HasPrefix(line, "courier_kube_client_requests_total") ||
+			strings.HasPrefix(line, "courier_replicator_replicas") || strings.HasPrefix(line, "courier_leader") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // get fetches path from courier's metrics server.

@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
-// replicaWatch counts, from now on, the replicas named name that reach
-// value, and the replicas deleted.
+// replicaWatch counts, from now on, the replicas named name in namespaces
+// that reach value, and those deleted.
 type replicaWatch struct {
 	w       watch.Interface
 	mu      sync.Mutex
@@ -24,24 +26,35 @@ type replicaWatch struct {
 	deleted atomic.Int32
 }
 
-func watchReplicas(t *testing.T, name, value string) *replicaWatch {
+func watchReplicas(t *testing.T, name, value string, namespaces []string) *replicaWatch {
 	t.Helper()
 	opts := metav1.ListOptions{LabelSelector: "courier.dev/replica=true", FieldSelector: "metadata.name=" + name}
 	l, err := admin().CoreV1().Secrets("").List(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.ResourceVersion = l.ResourceVersion
-	w, err := admin().CoreV1().Secrets("").Watch(t.Context(), opts)
+	// A retrying watch: the API server drops a watcher that falls behind a
+	// burst of hundreds of events, and a plain watch would then end silently.
+	secrets := admin().CoreV1().Secrets("")
+	w, err := watchtools.NewRetryWatcherWithContext(t.Context(), l.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector, o.FieldSelector = opts.LabelSelector, opts.FieldSelector
+			return secrets.Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	mine := map[string]bool{}
+	for _, ns := range namespaces {
+		mine[ns] = true
 	}
 	rw := &replicaWatch{w: w, reached: map[string]bool{}}
 	t.Cleanup(w.Stop)
 	go func() {
 		for ev := range w.ResultChan() {
 			s, ok := ev.Object.(*corev1.Secret)
-			if !ok {
+			if !ok || !mine[s.Namespace] {
 				continue
 			}
 			if ev.Type == watch.Deleted {
@@ -56,6 +69,14 @@ func watchReplicas(t *testing.T, name, value string) *replicaWatch {
 		}
 	}()
 	return rw
+}
+
+// all is an eventually condition: every one of n replicas reached the value.
+func (rw *replicaWatch) all(n int) func(context.Context) (bool, error) {
+	return func(context.Context) (bool, error) {
+		c := rw.count()
+		return c == n, fmt.Errorf("%d of %d replicas seen at the value", c, n)
+	}
 }
 
 func (rw *replicaWatch) count() int {
@@ -80,15 +101,15 @@ func TestSIGKILLMidPropagationConverges(t *testing.T) {
 		createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "wide", "k")}, nil, nil))
 	}
 
-	v1 := watchReplicas(t, "wide", "v1")
+	v1 := watchReplicas(t, "wide", "v1", targets)
 	first := startCourier(t, "--source-namespaces="+s.src)
 	first.WaitLeader(t.Context())
-	eventually(t, 60*time.Second, fmt.Sprintf("%d replicas", n), func(context.Context) (bool, error) { return v1.count() == n, nil })
+	eventually(t, 60*time.Second, fmt.Sprintf("%d replicas", n), v1.all(n))
 	for _, ns := range targets[:consumers] {
 		settled(t, ns, "app")
 	}
 
-	v2 := watchReplicas(t, "wide", "v2")
+	v2 := watchReplicas(t, "wide", "v2", targets)
 	updateSecret(t, s.src, "wide", func(x *corev1.Secret) { x.Data["k"] = []byte("v2") })
 	eventually(t, 30*time.Second, "propagation under way", func(context.Context) (bool, error) { return v2.count() >= 20, nil })
 	first.Signal(syscall.SIGKILL)
@@ -101,7 +122,7 @@ func TestSIGKILLMidPropagationConverges(t *testing.T) {
 	// The restarted courier (a new Lease namespace: this test is about the
 	// restart, TestLeaderFailover about the Lease).
 	startCourier(t, "--source-namespaces="+s.src).WaitLeader(t.Context())
-	eventually(t, 60*time.Second, "every replica converges after the restart", func(context.Context) (bool, error) { return v2.count() == n, nil })
+	eventually(t, 60*time.Second, "every replica converges after the restart", v2.all(n))
 	if d := v1.deleted.Load() + v2.deleted.Load(); d != 0 {
 		t.Errorf("%d replicas were deleted on the way", d)
 	}
