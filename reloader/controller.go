@@ -21,8 +21,8 @@ import (
 	"github.com/courier-k8s/courier/content"
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/workers"
 	"github.com/courier-k8s/courier/pending"
+	"github.com/courier-k8s/courier/workers"
 )
 
 // workerCount workloads are synced concurrently; rollouts are paced by the limiter.
