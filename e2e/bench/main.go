@@ -222,7 +222,13 @@ func run(ctx context.Context, o options) error {
 	// 3: one source update → every replica, every consumer; against the floor.
 	var replicaSpan, rolloutSpan, floorReplicas, floorPatches, aloneReplicas, alonePatches []float64
 	var updateWrites []string
+	// Every span starts on a quiet API server (the Deployment controller done
+	// with the previous round's ReplicaSets). The two floors alternate, each
+	// measured on half the repetitions, which keeps the run within 20 minutes.
 	for i := range o.repeats {
+		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+			return err
+		}
 		rs, ds, w, err := sourceUpdate(ctx, client, o, fmt.Sprintf("v%d-%s", i, randomText(8)))
 		if err != nil {
 			return err
@@ -233,25 +239,21 @@ func run(ctx context.Context, o options) error {
 		if want := float64(o.Namespaces + o.Consumers); got != want {
 			r.problem("source update %d: %g writes (%v), want N + D = %g", i+1, got, w, want)
 		}
-		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%s", i, randomText(8)), false)
+		logf("update %d: replicas %.2fs, consumers %.2fs", i+1, rs, ds)
+		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+			return err
+		}
+		alone := i%2 == 1
+		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%s", i, randomText(8)), alone)
 		if err != nil {
 			return err
 		}
-		floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
-		logf("update %d: replicas %.2fs (floor %.2fs), consumers %.2fs (floor %.2fs)", i+1, rs, fr, ds, fp)
-		if i%2 == 0 { // every other repetition, to keep the run within 20 minutes
-			if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
-				return err
-			}
-			ar, ap, err := floor(ctx, client, o, fmt.Sprintf("a%d-%s", i, randomText(8)), true)
-			if err != nil {
-				return err
-			}
-			aloneReplicas, alonePatches = append(aloneReplicas, ar), append(alonePatches, ap)
-			logf("         floor alone: replicas %.2fs, consumers %.2fs", ar, ap)
-		}
-		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
-			return err
+		if alone {
+			aloneReplicas, alonePatches = append(aloneReplicas, fr), append(alonePatches, fp)
+			logf("         floor alone: replicas %.2fs, consumers %.2fs", fr, fp)
+		} else {
+			floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
+			logf("         floor at once: replicas %.2fs, consumers %.2fs", fr, fp)
 		}
 	}
 	rep, rol, fRep, fPat := summarize(replicaSpan), summarize(rolloutSpan), summarize(floorReplicas), summarize(floorPatches)
