@@ -264,7 +264,10 @@ func run(ctx context.Context, o options) error {
 		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers), Stats: rol, Floor: &fPat, Ratio: rol.Median / fPat.Median,
 			FloorAlone: &aPat, Writes: "(in 3a)", Want: "-"})
 
-	// 4: a new namespace matching 50 sources.
+	// 4: a new namespace matching 50 sources, on a quiet API server.
+	if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+		return err
+	}
 	var fresh []float64
 	for i := range o.repeats {
 		s, err := freshNamespace(ctx, client, fmt.Sprintf("bench-fresh-%d", i))
