@@ -53,7 +53,7 @@ lint:
 	cd e2e/tools && $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## bench: the benchmark on the full dataset (BENCHMARKS.md); about 20 minutes on 2 cores
+## bench: the benchmark on the full dataset (BENCHMARKS.md); about 19 minutes on 2 cores
 bench:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -out=.run/bench/results.json
 
