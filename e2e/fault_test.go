@@ -51,6 +51,23 @@ func watchReplicas(t *testing.T, name, value string, namespaces []string) *repli
 	}
 	rw := &replicaWatch{w: w, reached: map[string]bool{}}
 	t.Cleanup(w.Stop)
+	t.Cleanup(func() { // did the watch or courier fall short?
+		if !t.Failed() {
+			return
+		}
+		l, err := secrets.List(context.Background(), opts)
+		if err != nil {
+			t.Logf("list replicas: %v", err)
+			return
+		}
+		at := 0
+		for _, s := range l.Items {
+			if mine[s.Namespace] && string(s.Data["k"]) == value {
+				at++
+			}
+		}
+		t.Logf("at the failure the cluster held %d replicas at %q, the watch had seen %d", at, value, rw.count())
+	})
 	go func() {
 		for ev := range w.ResultChan() {
 			s, ok := ev.Object.(*corev1.Secret)
