@@ -28,14 +28,14 @@ type replicaWatch struct {
 
 func watchReplicas(t *testing.T, name, value string, namespaces []string) *replicaWatch {
 	t.Helper()
+	secrets := admin().CoreV1().Secrets("")
 	opts := metav1.ListOptions{LabelSelector: "courier.dev/replica=true", FieldSelector: "metadata.name=" + name}
-	l, err := admin().CoreV1().Secrets("").List(t.Context(), opts)
+	l, err := secrets.List(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A retrying watch: the API server drops a watcher that falls behind a
 	// burst of hundreds of events, and a plain watch would then end silently.
-	secrets := admin().CoreV1().Secrets("")
 	w, err := watchtools.NewRetryWatcherWithContext(t.Context(), l.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector, o.FieldSelector = opts.LabelSelector, opts.FieldSelector
