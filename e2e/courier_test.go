@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -169,12 +170,12 @@ func (p *courierProcess) queueState() string {
 	if err != nil {
 		return fmt.Sprintf("\n(metrics at failure: %v)", err)
 	}
+	shown := []string{"courier_workqueue_depth", "courier_workqueue_unfinished", "courier_workqueue_longest",
+		"courier_kube_client_requests_total", "courier_replicator_replicas", "courier_leader"}
 	var b strings.Builder
 	b.WriteString("\nmetrics at failure:\n")
 	for line := range strings.Lines(body) {
-		if strings.HasPrefix(line, "courier_workqueue_depth") || strings.HasPrefix(line, "courier_workqueue_unfinished") ||
-			strings.HasPrefix(line, "courier_workqueue_longest") || strings.HasPrefix(line, "courier_kube_client_requests_total") ||
-			strings.HasPrefix(line, "courier_replicator_replicas") || strings.HasPrefix(line, "courier_leader") {
+		if slices.ContainsFunc(shown, func(prefix string) bool { return strings.HasPrefix(line, prefix) }) {
 			b.WriteString(line)
 		}
 	}
