@@ -59,6 +59,15 @@ type Guard interface {
 // the guard restores it before any replica could be removed.
 const restoreGrace = time.Second
 
+// A namespace is flapping when its labels change again within flapWindow of
+// the previous change. Its replicas are then created or deleted only once
+// its labels have held still for flapSettle: a label that flips a hundred
+// times a second costs each source a write or two, not a hundred.
+const (
+	flapWindow = time.Second
+	flapSettle = 250 * time.Millisecond
+)
+
 // Controller is the replicator.
 type Controller struct {
 	opts       Options
@@ -75,8 +84,14 @@ type Controller struct {
 
 	pending *pending.Times[key] // when the change a key waits for was first seen
 
-	mu     sync.Mutex
-	hashes map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
+	mu        sync.Mutex
+	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
+	relabeled map[string]relabel       // label changes by namespace
+}
+
+type relabel struct {
+	last     time.Time // the latest label change seen
+	flapping bool      // it came within flapWindow of the one before
 }
 
 type cachedHash struct{ resourceVersion, hash string }
@@ -110,6 +125,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		now:       time.Now,
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
+		relabeled: map[string]relabel{},
 		pending:   pending.New[key](),
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: inf.Secrets.Informer(), kindConfigMap: inf.ConfigMaps.Informer()} {
@@ -325,7 +341,26 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 	if equality.Semantic.DeepEqual(o.Labels, n.Labels) && terminating(o) == terminating(n) {
 		return
 	}
+	if !equality.Semantic.DeepEqual(o.Labels, n.Labels) {
+		now := c.now()
+		c.mu.Lock()
+		prev, seen := c.relabeled[n.Name]
+		c.relabeled[n.Name] = relabel{last: now, flapping: seen && now.Sub(prev.last) < flapWindow}
+		c.mu.Unlock()
+	}
 	c.enqueueAllSourcesFor(n.Name)
+}
+
+// flapHold is how long replicas in ns must wait before being created or
+// deleted: while its labels flap, until they have held still for flapSettle.
+func (c *Controller) flapHold(ns string) time.Duration {
+	c.mu.Lock()
+	r := c.relabeled[ns]
+	c.mu.Unlock()
+	if !r.flapping {
+		return 0
+	}
+	return max(0, r.last.Add(flapSettle).Sub(c.now()))
 }
 
 func (c *Controller) onNamespaceDelete(obj any) {
@@ -333,6 +368,9 @@ func (c *Controller) onNamespaceDelete(obj any) {
 		obj = d.Obj
 	}
 	if ns, ok := obj.(*corev1.Namespace); ok {
+		c.mu.Lock()
+		delete(c.relabeled, ns.Name)
+		c.mu.Unlock()
 		c.enqueueAllSourcesFor(ns.Name) // the pairs find the namespace gone and forget their state
 	}
 }

@@ -309,6 +309,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 				return nil
 			}
 		}
+		if c.heldByFlapping(k, seen) {
+			return nil
+		}
 		return c.write(k, seen, opDelete, func() error {
 			return o.delete(ctx, k.Target, k.Name, preconditions(existing.meta))
 		})
@@ -326,6 +329,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 
 	hash := c.hash(src)
 	if existing == nil {
+		if c.heldByFlapping(k, seen) {
+			return nil
+		}
 		err := c.write(k, seen, opCreate, func() error {
 			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, nil)))
 		})
@@ -379,6 +385,18 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			"this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref))
 	}
 	return err
+}
+
+// heldByFlapping puts k back until the labels of its target namespace have
+// held still, if they are flapping (see flapSettle).
+func (c *Controller) heldByFlapping(k key, seen time.Time) bool {
+	wait := c.flapHold(k.Target)
+	if wait <= 0 {
+		return false
+	}
+	c.pending.Remember(k, seen)
+	c.queue.AddAfter(k, wait)
+	return true
 }
 
 // isSource reports whether ref ("namespace/name") is a live source of o's kind.

@@ -342,3 +342,50 @@ func TestConflictsAcrossNamespacesGiveOneEvent(t *testing.T) {
 	case <-time.After(2 * conflictWindow):
 	}
 }
+
+func TestFlappingNamespaceWaitsForItsLabelsToHoldStill(t *testing.T) {
+	src := source("env=prod", map[string]string{"k": "v"})
+	on, off := ns("prod", map[string]string{"env": "prod"}), ns("prod", nil)
+	f := newFixture(t, src, on)
+	now := time.Unix(1000, 0)
+	f.c.now = func() time.Time { return now }
+	step := func(d time.Duration) { now = now.Add(d) }
+
+	f.c.onNamespaceUpdate(off, on) // a single change is acted on at once
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"create prod"}, f.writes()); diff != "" {
+		t.Fatalf("after one label change (-want +got):\n%s", diff)
+	}
+
+	f.client.ClearActions()
+	if err := f.inf.Namespaces.Informer().GetIndexer().Update(off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.inf.Secrets.Informer().GetIndexer().Add(replicaOf(src, "prod")); err != nil {
+		t.Fatal(err)
+	}
+	step(100 * time.Millisecond)
+	f.c.onNamespaceUpdate(on, off) // within flapWindow of the last: flapping
+	step(flapSettle - time.Millisecond)
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes(); len(got) != 0 {
+		t.Fatalf("wrote %v while the labels were flapping", got)
+	}
+	step(time.Millisecond) // held still for flapSettle
+	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"delete prod"}, f.writes()); diff != "" {
+		t.Errorf("once the labels held still (-want +got):\n%s", diff)
+	}
+
+	step(flapWindow) // a change after a quiet second is acted on at once again
+	f.c.onNamespaceUpdate(off, on)
+	if d := f.c.flapHold("prod"); d != 0 {
+		t.Errorf("hold after a quiet second = %s, want 0", d)
+	}
+}
