@@ -338,10 +338,11 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if equality.Semantic.DeepEqual(o.Labels, n.Labels) && terminating(o) == terminating(n) {
+	relabeled := !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+	if !relabeled && terminating(o) == terminating(n) {
 		return
 	}
-	if !equality.Semantic.DeepEqual(o.Labels, n.Labels) {
+	if relabeled {
 		now := c.now()
 		c.mu.Lock()
 		prev, seen := c.relabeled[n.Name]
