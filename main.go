@@ -22,32 +22,34 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/courier-k8s/courier/guard"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/leader"
+	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/status"
+	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/reloader"
 	"github.com/courier-k8s/courier/replicator"
 )
 
 func main() {
-	subcommand(os.Args[1:])
+	if len(os.Args) > 1 && os.Args[1] == "status" {
+		os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
 	// courier sits idle between bursts of changes, so GC CPU is cheap and
 	// memory is not: collect at 50% heap growth instead of Go's 100% (GOGC
 	// still wins when set; the manifests also set GOMEMLIMIT).
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
-	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	opts, err := config.Parse(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -103,36 +105,13 @@ func newLogger(level string) (*zap.Logger, error) {
 	return logger, nil
 }
 
-func restConfig(o Options) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	} else if cfg, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load Kubernetes client config: %w", err)
-	}
-	cfg.QPS = float32(o.KubeAPIQPS)
-	cfg.Burst = o.KubeAPIBurst
-	cfg.UserAgent = "courier"
-	// Protobuf, as kube-controller-manager speaks: cheaper than JSON for the
-	// API server to encode (every watch event) and for courier to decode, and
-	// Secret values travel as bytes rather than base64.
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return cfg, nil
-}
-
 // controller is what main runs while it leads.
 type controller interface {
 	Run(ctx context.Context) error
 }
 
-func run(ctx context.Context, o Options, logger *zap.Logger) error {
-	cfg, err := restConfig(o)
+func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
+	cfg, err := config.RestConfig(o)
 	if err != nil {
 		return err
 	}
@@ -150,7 +129,7 @@ func run(ctx context.Context, o Options, logger *zap.Logger) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: keys.FieldManager})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: wellknown.FieldManager})
 	queues := metrics.NewQueues(reg)
 
 	grd, err := guard.New(client, inf, recorder, reg, logger, guard.Options{
@@ -211,7 +190,7 @@ func run(ctx context.Context, o Options, logger *zap.Logger) error {
 		if !o.LeaderElect {
 			return lead(ctx)
 		}
-		return leaderElect(ctx, client, o, reg, logger, lead)
+		return leader.Run(ctx, client, o, reg, logger, lead)
 	})
 	return g.Wait()
 }

@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/courier-k8s/courier/status"
+	"github.com/courier-k8s/courier/internal/status"
 )
 
 // courierStatus runs `courier status` with the admin kubeconfig, as a user

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // The revert policy: up to RevertsPerWindow reverts of one replica within
@@ -49,7 +49,7 @@ func NewBudget(reg prometheus.Registerer) *Budget {
 		replicas: map[string]*history{},
 	}
 	reg.MustRegister(b.contested)
-	metrics.Zero(b.contested, []string{keys.KindSecret, keys.KindConfigMap})
+	metrics.Zero(b.contested, []string{wellknown.KindSecret, wellknown.KindConfigMap})
 	return b
 }
 

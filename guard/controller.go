@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/globs"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/metrics"
-	"github.com/courier-k8s/courier/workers"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workers"
 )
 
 // ReasonSourceRestored is the Warning Event on a protected source that was
@@ -69,8 +69,8 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		logger:   logger.Named("guard"),
 		recorder: recorder,
 		indexers: map[string]cache.Indexer{
-			keys.KindSecret:    inf.Secrets.Informer().GetIndexer(),
-			keys.KindConfigMap: inf.ConfigMaps.Informer().GetIndexer(),
+			wellknown.KindSecret:    inf.Secrets.Informer().GetIndexer(),
+			wellknown.KindConfigMap: inf.ConfigMaps.Informer().GetIndexer(),
 		},
 		namespaces: inf.Namespaces.Lister(),
 		synced:     []cache.InformerSynced{inf.Secrets.Informer().HasSynced, inf.ConfigMaps.Informer().HasSynced, inf.Namespaces.Informer().HasSynced},
@@ -87,8 +87,8 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		budget:   NewBudget(reg),
 	}
 	reg.MustRegister(c.restored)
-	metrics.Zero(c.restored, []string{keys.KindSecret, keys.KindConfigMap})
-	for kind, inf := range map[string]cache.SharedIndexInformer{"Secret": inf.Secrets.Informer(), keys.KindConfigMap: inf.ConfigMaps.Informer()} {
+	metrics.Zero(c.restored, []string{wellknown.KindSecret, wellknown.KindConfigMap})
+	for kind, inf := range map[string]cache.SharedIndexInformer{"Secret": inf.Secrets.Informer(), wellknown.KindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
 		}); err != nil {
@@ -102,7 +102,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 // courier.dev/protect=true in an allowed source namespace, with its values
 // in the cache (the informer transform keeps them exactly for these).
 func (c *Controller) Protected(m metav1.Object) bool {
-	return m.GetLabels()[keys.Protect] == "true" && c.opts.SourceNamespaces.Match(m.GetNamespace()) && !content.IsDigested(m)
+	return m.GetLabels()[wellknown.Protect] == "true" && c.opts.SourceNamespaces.Match(m.GetNamespace()) && !content.IsDigested(m)
 }
 
 // Allow is the revert budget (see Budget.Allow) the replicator asks before
@@ -192,7 +192,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	c.logger.Warn("protected source was deleted; restored it from its last-seen state", zap.Stringer("source", k))
 	c.recorder.Event(restored, corev1.EventTypeWarning, ReasonSourceRestored, fmt.Sprintf(
 		"this protected source was deleted and has been restored from its last-seen state; to retire it on purpose, remove the label %s=true first, then delete it",
-		keys.Protect))
+		wellknown.Protect))
 	return nil
 }
 
@@ -209,7 +209,7 @@ func fresh(last metav1.Object) metav1.ObjectMeta {
 }
 
 func (c *Controller) create(ctx context.Context, kind string, last metav1.Object) (runtime.Object, error) {
-	opts := metav1.CreateOptions{FieldManager: keys.FieldManager}
+	opts := metav1.CreateOptions{FieldManager: wellknown.FieldManager}
 	switch o := last.(type) {
 	case *corev1.Secret:
 		s := &corev1.Secret{ObjectMeta: fresh(o), Type: o.Type, Data: o.Data, Immutable: o.Immutable}

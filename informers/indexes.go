@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/inputs"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Index names on the Secret and ConfigMap informers.
@@ -34,7 +34,7 @@ func indexSourcesByName(obj any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := m.GetAnnotations()[keys.ReplicateTo]; !ok {
+	if _, ok := m.GetAnnotations()[wellknown.ReplicateTo]; !ok {
 		return nil, nil
 	}
 	return []string{m.GetName()}, nil
@@ -45,7 +45,7 @@ func indexReplicasBySource(obj any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, ok := m.GetAnnotations()[keys.Source]
+	src, ok := m.GetAnnotations()[wellknown.Source]
 	if !ok {
 		return nil, nil
 	}

@@ -16,11 +16,11 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // SecretFieldSelector leaves Helm release Secrets out of every list and watch.
-var SecretFieldSelector = fields.OneTermNotEqualSelector("type", keys.HelmReleaseType).String()
+var SecretFieldSelector = fields.OneTermNotEqualSelector("type", wellknown.HelmReleaseType).String()
 
 // Set is the shared informers courier runs, built once in main and handed to
 // every controller.

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // lastApplied is the annotation kubectl apply stores the whole applied object
@@ -25,8 +25,8 @@ func SourcesIn(allowed func(namespace string) bool) KeepValues {
 		if !allowed(obj.GetNamespace()) {
 			return false
 		}
-		_, source := obj.GetAnnotations()[keys.ReplicateTo]
-		return source || obj.GetLabels()[keys.Protect] == "true"
+		_, source := obj.GetAnnotations()[wellknown.ReplicateTo]
+		return source || obj.GetLabels()[wellknown.Protect] == "true"
 	}
 }
 

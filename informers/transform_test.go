@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/inputs"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 const secretValue = "hunter2-super-secret-value"
@@ -99,14 +99,14 @@ func TestTransformSecretsAndConfigMaps(t *testing.T) {
 		keepValues bool
 	}{
 		{"plain secret", secret(), false},
-		{"replica secret", secret(labelled(keys.Replica, "true"), annotated(keys.Source, "platform/obj")), false},
-		{"source secret", secret(annotated(keys.ReplicateTo, "*")), true},
-		{"protected secret", secret(labelled(keys.Protect, "true")), true},
-		{"protect=false secret", secret(labelled(keys.Protect, "false")), false},
-		{"source outside allowed namespaces", secret(inNamespace("tenant"), annotated(keys.ReplicateTo, "*")), false},
+		{"replica secret", secret(labelled(wellknown.Replica, "true"), annotated(wellknown.Source, "platform/obj")), false},
+		{"source secret", secret(annotated(wellknown.ReplicateTo, "*")), true},
+		{"protected secret", secret(labelled(wellknown.Protect, "true")), true},
+		{"protect=false secret", secret(labelled(wellknown.Protect, "false")), false},
+		{"source outside allowed namespaces", secret(inNamespace("tenant"), annotated(wellknown.ReplicateTo, "*")), false},
 		{"plain configmap", configMap(), false},
-		{"source configmap", configMap(annotated(keys.ReplicateTo, "env=prod")), true},
-		{"protected configmap elsewhere", configMap(inNamespace("tenant"), labelled(keys.Protect, "true")), false},
+		{"source configmap", configMap(annotated(wellknown.ReplicateTo, "env=prod")), true},
+		{"protected configmap elsewhere", configMap(inNamespace("tenant"), labelled(wellknown.Protect, "true")), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,9 +158,9 @@ func entries(obj metav1.Object) map[string]content.Entry {
 
 func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
 	d := &appsv1.Deployment{
-		ObjectMeta: objMeta(annotated(keys.Reload, "true")),
+		ObjectMeta: objMeta(annotated(wellknown.Reload, "true")),
 		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{keys.ConfigHash: "abc"}},
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{wellknown.ConfigHash: "abc"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name:    "app",
 				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
@@ -179,7 +179,7 @@ func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
 	if out.ManagedFields != nil || out.Annotations[corev1.LastAppliedConfigAnnotation] != "" {
 		t.Errorf("managedFields or last-applied kept")
 	}
-	if out.Annotations[keys.Reload] != "true" {
+	if out.Annotations[wellknown.Reload] != "true" {
 		t.Errorf("courier annotation lost")
 	}
 }

@@ -18,11 +18,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/courier-k8s/courier/content"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/pending"
-	"github.com/courier-k8s/courier/workers"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workers"
 )
 
 // workerCount workloads are synced concurrently; rollouts are paced by the limiter.
@@ -55,7 +54,7 @@ type Controller struct {
 	limiter    flowcontrol.RateLimiter
 	metrics    *reloaderMetrics
 
-	pending *pending.Times[key] // when the change a workload waits for was first seen
+	pending *workers.Pending[key] // when the change a workload waits for was first seen
 }
 
 // New builds the reloader and registers its handlers on inf (not yet started).
@@ -82,7 +81,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics}),
 		limiter: flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
 		metrics: newMetrics(reg),
-		pending: pending.New[key](),
+		pending: workers.NewPending[key](),
 	}
 	for _, i := range []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.StatefulSets.Informer(), inf.DaemonSets.Informer(), inf.CronJobs.Informer(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer()} {
 		c.synced = append(c.synced, i.HasSynced)
@@ -96,7 +95,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 			return nil, fmt.Errorf("reloader: workload handler: %w", err)
 		}
 	}
-	for kind, i := range map[string]cache.SharedIndexInformer{keys.KindSecret: inf.Secrets.Informer(), keys.KindConfigMap: inf.ConfigMaps.Informer()} {
+	for kind, i := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: inf.Secrets.Informer(), wellknown.KindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := i.AddEventHandler(c.inputHandler(kind)); err != nil {
 			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
 		}
@@ -157,7 +156,7 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	}
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if equality.Semantic.DeepEqual(ot.Spec, nt.Spec) &&
-		a[keys.Reload] == b[keys.Reload] && a[keys.ReloadOn] == b[keys.ReloadOn] && a[keys.ConfigInputs] == b[keys.ConfigInputs] {
+		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] {
 		return
 	}
 	c.onWorkload(newObj)
@@ -215,7 +214,7 @@ func contentOrReloadChanged(oldObj, newObj any) bool {
 	if err1 != nil || err2 != nil {
 		return true
 	}
-	if om.GetAnnotations()[keys.Reload] != nm.GetAnnotations()[keys.Reload] {
+	if om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] {
 		return true
 	}
 	switch o := oldObj.(type) {

@@ -3,7 +3,7 @@ package reloader
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/internal/metrics"
 )
 
 type reloaderMetrics struct {

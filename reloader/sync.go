@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/content"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/inputs"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Event reasons.
@@ -125,7 +125,7 @@ type input struct {
 
 func (c *Controller) lookup(kind, namespace, name string) *input {
 	idx := c.secrets
-	if kind == keys.KindConfigMap {
+	if kind == wellknown.KindConfigMap {
 		idx = c.configMaps
 	}
 	obj, ok, err := idx.GetByKey(namespace + "/" + name)
@@ -144,10 +144,10 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 // wantsReload reports whether the object, or the source it was replicated
 // from, carries courier.dev/reload: "true".
 func (c *Controller) wantsReload(kind string, in *input) bool {
-	if in.meta.GetAnnotations()[keys.Reload] == "true" {
+	if in.meta.GetAnnotations()[wellknown.Reload] == "true" {
 		return true
 	}
-	src, ok := in.meta.GetAnnotations()[keys.Source]
+	src, ok := in.meta.GetAnnotations()[wellknown.Source]
 	if !ok {
 		return false
 	}
@@ -156,7 +156,7 @@ func (c *Controller) wantsReload(kind string, in *input) bool {
 		return false
 	}
 	s := c.lookup(kind, ns, name)
-	return s != nil && s.meta.GetAnnotations()[keys.Reload] == "true"
+	return s != nil && s.meta.GetAnnotations()[wellknown.Reload] == "true"
 }
 
 // sync compares a workload's opted-in inputs with its baseline and writes at
@@ -170,17 +170,17 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
-	if a[keys.Reload] == "false" {
+	if a[wellknown.Reload] == "false" {
 		return nil // opted out of every reload
 	}
-	if v, ok := a[keys.Reload]; ok && v != "true" {
+	if v, ok := a[wellknown.Reload]; ok && v != "true" {
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
 			"%s=%q is neither \"true\" nor \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
-			keys.Reload, v, keys.ReloadOn, keys.Reload))
+			wellknown.Reload, v, wellknown.ReloadOn, wellknown.Reload))
 	}
-	all := c.opts.ReloadAll || a[keys.Reload] == "true"
+	all := c.opts.ReloadAll || a[wellknown.Reload] == "true"
 	var named map[string]bool
-	if s, ok := a[keys.ReloadOn]; ok {
+	if s, ok := a[wellknown.ReloadOn]; ok {
 		var perr error
 		if named, perr = inputs.ParseReloadOn(s); perr != nil {
 			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
@@ -201,7 +201,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 			now[ref.ID()] = consumedDigest(ref, in.entries)
 		}
 	}
-	stored, hasBaseline := a[keys.ConfigInputs]
+	stored, hasBaseline := a[wellknown.ConfigInputs]
 	if !tracked && !hasBaseline {
 		return nil // nothing opted in: courier never writes to this workload
 	}
@@ -248,11 +248,11 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 
 // write patches the baseline, and with changed inputs, the rollout.
 func (c *Controller) write(ctx context.Context, k key, w metav1.Object, now baseline, changed []string) error {
-	annotations := map[string]string{keys.ConfigInputs: now.String()}
+	annotations := map[string]string{wellknown.ConfigInputs: now.String()}
 	hash := ""
 	if len(changed) > 0 {
-		annotations[keys.ReloadedFor] = strings.Join(changed, ", ")
-		annotations[keys.ReloadedAt] = time.Now().UTC().Format(time.RFC3339)
+		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
+		annotations[wellknown.ReloadedAt] = time.Now().UTC().Format(time.RFC3339)
 		hash = configHash(now)
 	}
 	data, err := patch(k.Kind, w.GetResourceVersion(), annotations, hash)

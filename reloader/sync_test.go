@@ -6,9 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/inputs"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 func TestDiff(t *testing.T) {
@@ -43,8 +43,8 @@ func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
 	entries := func(a, b string) []content.Entry {
 		return []content.Entry{{Key: "a", Digest: content.Digest([]byte(a))}, {Key: "b", Digest: content.Digest([]byte(b))}}
 	}
-	onlyA := inputs.Ref{Kind: keys.KindSecret, Name: "s", Keys: []string{"a"}}
-	whole := inputs.Ref{Kind: keys.KindSecret, Name: "s"}
+	onlyA := inputs.Ref{Kind: wellknown.KindSecret, Name: "s", Keys: []string{"a"}}
+	whole := inputs.Ref{Kind: wellknown.KindSecret, Name: "s"}
 	if consumedDigest(onlyA, entries("1", "1")) != consumedDigest(onlyA, entries("1", "2")) {
 		t.Errorf("a change to key b changed the digest of a keyRef to a")
 	}
@@ -70,7 +70,7 @@ func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+tt.hash, func(t *testing.T) {
-			got, err := patch(tt.kind, "7", map[string]string{keys.ConfigInputs: "secret/a=1"}, tt.hash)
+			got, err := patch(tt.kind, "7", map[string]string{wellknown.ConfigInputs: "secret/a=1"}, tt.hash)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Workload kinds, the first field of every queue key.
@@ -34,7 +34,7 @@ func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name 
 func patch(kind, resourceVersion string, annotations map[string]string, configHash string) ([]byte, error) {
 	p := map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion, "annotations": annotations}}
 	if configHash != "" {
-		template := map[string]any{"metadata": map[string]any{"annotations": map[string]string{keys.ConfigHash: configHash}}}
+		template := map[string]any{"metadata": map[string]any{"annotations": map[string]string{wellknown.ConfigHash: configHash}}}
 		if kind == kindCronJob {
 			p["spec"] = map[string]any{"jobTemplate": map[string]any{"spec": map[string]any{"template": template}}}
 		} else {
@@ -46,7 +46,7 @@ func patch(kind, resourceVersion string, annotations map[string]string, configHa
 
 // apply sends a merge patch to the workload k with field manager courier.
 func apply(ctx context.Context, client kubernetes.Interface, k key, data []byte) error {
-	opts := metav1.PatchOptions{FieldManager: keys.FieldManager}
+	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager}
 	var err error
 	switch k.Kind {
 	case kindDeployment:

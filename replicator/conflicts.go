@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // conflictWindow gathers the conflicts one source change causes across its
@@ -81,5 +81,5 @@ func conflictMessage(sk key, reasons map[string]string) string {
 		parts = append(parts, fmt.Sprintf("%s (%s)", ns, reasons[ns]))
 	}
 	return fmt.Sprintf("%s %s is not replicated into %d namespace(s) where the name is taken: %s. Delete or rename those objects, rename this source, or narrow its %s",
-		sk.Kind, sk.sourceRef(), len(namespaces), strings.Join(parts, ", "), keys.ReplicateTo)
+		sk.Kind, sk.sourceRef(), len(namespaces), strings.Join(parts, ", "), wellknown.ReplicateTo)
 }

@@ -20,12 +20,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/globs"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/pending"
-	"github.com/courier-k8s/courier/workers"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workers"
 )
 
 // Options configures the replicator.
@@ -82,7 +81,7 @@ type Controller struct {
 	conflicts  conflicts
 	now        func() time.Time
 
-	pending *pending.Times[key] // when the change a key waits for was first seen
+	pending *workers.Pending[key] // when the change a key waits for was first seen
 
 	mu        sync.Mutex
 	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
@@ -126,7 +125,7 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
 		relabeled: map[string]relabel{},
-		pending:   pending.New[key](),
+		pending:   workers.NewPending[key](),
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: inf.Secrets.Informer(), kindConfigMap: inf.ConfigMaps.Informer()} {
 		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {
@@ -257,7 +256,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 
 // IsSource reports whether m carries courier.dev/replicate-to.
 func IsSource(m metav1.Object) bool {
-	_, ok := m.GetAnnotations()[keys.ReplicateTo]
+	_, ok := m.GetAnnotations()[wellknown.ReplicateTo]
 	return ok
 }
 
@@ -282,8 +281,8 @@ func sourceRelevantChange(oldObj, newObj any) bool {
 }
 
 func courierMetaChanged(o, n metav1.Object) bool {
-	return o.GetAnnotations()[keys.ReplicateTo] != n.GetAnnotations()[keys.ReplicateTo] ||
-		o.GetLabels()[keys.Protect] != n.GetLabels()[keys.Protect] ||
+	return o.GetAnnotations()[wellknown.ReplicateTo] != n.GetAnnotations()[wellknown.ReplicateTo] ||
+		o.GetLabels()[wellknown.Protect] != n.GetLabels()[wellknown.Protect] ||
 		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		content.IsDigested(o) != content.IsDigested(n)
 }
@@ -293,7 +292,7 @@ func courierMetaChanged(o, n metav1.Object) bool {
 func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
 	now := c.now()
 	ns := m.GetNamespace()
-	if src, ok := m.GetAnnotations()[keys.Source]; ok {
+	if src, ok := m.GetAnnotations()[wellknown.Source]; ok {
 		if srcNS, name, err := cache.SplitMetaNamespaceKey(src); err == nil && srcNS != "" {
 			c.enqueue(key{Kind: kind, Namespace: srcNS, Name: name, Target: ns}, now)
 		}

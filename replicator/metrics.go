@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/internal/metrics"
 )
 
 // Operations in courier_replicator_writes_total.

@@ -10,14 +10,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Kinds the replicator handles; the first field of every queue key.
 const (
-	kindSecret    = keys.KindSecret
-	kindConfigMap = keys.KindConfigMap
+	kindSecret    = wellknown.KindSecret
+	kindConfigMap = wellknown.KindConfigMap
 )
 
 // item is the replicator's read-only view of a cached Secret or ConfigMap.
@@ -68,8 +68,8 @@ func (o *objects) byIndex(index, value string) ([]*item, error) {
 }
 
 var (
-	createOpts = metav1.CreateOptions{FieldManager: keys.FieldManager}
-	updateOpts = metav1.UpdateOptions{FieldManager: keys.FieldManager}
+	createOpts = metav1.CreateOptions{FieldManager: wellknown.FieldManager}
+	updateOpts = metav1.UpdateOptions{FieldManager: wellknown.FieldManager}
 )
 
 func newSecrets(client kubernetes.Interface, indexer cache.Indexer) *objects {
@@ -157,10 +157,10 @@ func replicaMeta(src metav1.Object, namespace, hash string, existing metav1.Obje
 		maps.Copy(annotations, existing.GetAnnotations())
 		delete(annotations, content.DigestedAnnotation) // cache-only marker
 	}
-	labels[keys.ManagedBy] = keys.ManagedByValue
-	labels[keys.Replica] = "true"
-	annotations[keys.Source] = src.GetNamespace() + "/" + src.GetName()
-	annotations[keys.ContentHash] = hash
+	labels[wellknown.ManagedBy] = wellknown.ManagedByValue
+	labels[wellknown.Replica] = "true"
+	annotations[wellknown.Source] = src.GetNamespace() + "/" + src.GetName()
+	annotations[wellknown.ContentHash] = hash
 	m.Labels, m.Annotations = labels, annotations
 	return m
 }

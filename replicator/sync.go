@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/globs"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Event reasons.
@@ -67,7 +67,7 @@ func Eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) 
 	switch {
 	case ns.Name == sourceNamespace, systemNamespaces[ns.Name], exclude.Match(ns.Name):
 		return false
-	case ns.Labels[keys.Replication] == "disabled":
+	case ns.Labels[wellknown.Replication] == "disabled":
 		return false
 	}
 	return !terminating(ns)
@@ -81,9 +81,9 @@ func terminating(ns *corev1.Namespace) bool {
 // a stripped label is reverted rather than taken for a stranger's object)
 // and which source it belongs to ("" if that annotation is gone).
 func ownerOf(m metav1.Object) (source string, managed bool) {
-	source, hasSource := m.GetAnnotations()[keys.Source]
+	source, hasSource := m.GetAnnotations()[wellknown.Source]
 	l := m.GetLabels()
-	return source, hasSource || l[keys.ManagedBy] == keys.ManagedByValue || l[keys.Replica] == "true"
+	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
 }
 
 // tampered reports whether a replica courier wrote was changed since: its
@@ -91,8 +91,8 @@ func ownerOf(m metav1.Object) (source string, managed bool) {
 // labels or annotations were edited.
 func tampered(m metav1.Object, hash string, sourceRef string) bool {
 	l, a := m.GetLabels(), m.GetAnnotations()
-	return a[keys.ContentHash] != hash || a[keys.Source] != sourceRef ||
-		l[keys.ManagedBy] != keys.ManagedByValue || l[keys.Replica] != "true"
+	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
+		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true"
 }
 
 // olderFirst orders sources oldest first (creation time, then namespace).
@@ -116,7 +116,7 @@ const (
 // source reports why src is or is not a source courier acts on.
 func (c *Controller) sourceState(src *item) (ok bool, problem string) {
 	m := src.meta
-	if _, annotated := m.GetAnnotations()[keys.ReplicateTo]; !annotated {
+	if _, annotated := m.GetAnnotations()[wellknown.ReplicateTo]; !annotated {
 		return false, ""
 	}
 	if !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
@@ -145,7 +145,7 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 	if ok, _ := c.sourceState(src); !ok {
 		return remove
 	}
-	sel, err := ParseSelector(src.meta.GetAnnotations()[keys.ReplicateTo])
+	sel, err := ParseSelector(src.meta.GetAnnotations()[wellknown.ReplicateTo])
 	if err != nil {
 		return leave // existing replicas stay until the selector is fixed
 	}
@@ -206,17 +206,17 @@ func (c *Controller) syncSource(k key) error {
 	case ReasonSourceNotAllowed:
 		c.warn(src, ReasonSourceNotAllowed, fmt.Sprintf(
 			"namespace %s is not an allowed source namespace (--source-namespaces=%s), so %s is ignored; move the source to an allowed namespace or add this namespace to --source-namespaces",
-			k.Namespace, c.opts.SourceNamespaces, keys.ReplicateTo))
+			k.Namespace, c.opts.SourceNamespaces, wellknown.ReplicateTo))
 	case ReasonSourceNotReplicable:
 		c.warn(src, ReasonSourceNotReplicable, fmt.Sprintf(
 			"%s Secrets are never replicated: a copy would hand this ServiceAccount's identity to other namespaces; remove %s",
-			corev1.SecretTypeServiceAccountToken, keys.ReplicateTo))
+			corev1.SecretTypeServiceAccountToken, wellknown.ReplicateTo))
 	}
 	if !ok {
 		enqueueReplicas()
 		return nil
 	}
-	expr := src.meta.GetAnnotations()[keys.ReplicateTo]
+	expr := src.meta.GetAnnotations()[wellknown.ReplicateTo]
 	sel, err := ParseSelector(expr)
 	if err != nil {
 		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
@@ -224,7 +224,7 @@ func (c *Controller) syncSource(k key) error {
 			zap.Stringer("source", k), zap.String("selector", expr), zap.Error(err))
 		c.warn(src, ReasonInvalidSelector, fmt.Sprintf(
 			"%s=%q is not a valid namespace label selector: %v. Nothing changes until it is fixed; use kubectl -l syntax, e.g. \"env in (prod,staging),team!=legacy\", or \"*\" for every namespace",
-			keys.ReplicateTo, expr, err))
+			wellknown.ReplicateTo, expr, err))
 		return nil
 	}
 	namespaces, err := c.namespaces.List(labels.Everything())

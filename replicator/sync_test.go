@@ -17,10 +17,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/globs"
 	"github.com/courier-k8s/courier/informers"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 func TestParseSelector(t *testing.T) {
@@ -34,7 +34,7 @@ func TestParseSelector(t *testing.T) {
 		{"  ", nil, true, false},
 		{"env in (prod,staging),team!=legacy", map[string]string{"env": "prod"}, true, false},
 		{"env in (prod,staging),team!=legacy", map[string]string{"env": "prod", "team": "legacy"}, false, false},
-		{"kubernetes.io/metadata.name in (a,b)", map[string]string{keys.NamespaceName: "b"}, true, false},
+		{"kubernetes.io/metadata.name in (a,b)", map[string]string{wellknown.NamespaceName: "b"}, true, false},
 		{"env in (prod", nil, false, true},
 		{"=x", nil, false, true},
 	}
@@ -65,7 +65,7 @@ func TestEligible(t *testing.T) {
 		{"kube-public", ns("kube-public", nil), false},
 		{"kube-node-lease", ns("kube-node-lease", nil), false},
 		{"excluded glob", ns("sandbox-1", nil), false},
-		{"replication disabled", ns("team-b", map[string]string{keys.Replication: "disabled"}), false},
+		{"replication disabled", ns("team-b", map[string]string{wellknown.Replication: "disabled"}), false},
 		{"being deleted", func() *corev1.Namespace { n := ns("team-c", nil); n.DeletionTimestamp = &now; return n }(), false},
 	}
 	for _, tt := range tests {
@@ -87,10 +87,10 @@ func TestTampered(t *testing.T) {
 		want   bool
 	}{
 		{"untouched", func(*corev1.Secret) {}, false},
-		{"hash differs", func(s *corev1.Secret) { s.Annotations[keys.ContentHash] = "x" }, true},
-		{"source annotation edited", func(s *corev1.Secret) { s.Annotations[keys.Source] = "q/s" }, true},
-		{"managed-by removed", func(s *corev1.Secret) { delete(s.Labels, keys.ManagedBy) }, true},
-		{"replica label removed", func(s *corev1.Secret) { delete(s.Labels, keys.Replica) }, true},
+		{"hash differs", func(s *corev1.Secret) { s.Annotations[wellknown.ContentHash] = "x" }, true},
+		{"source annotation edited", func(s *corev1.Secret) { s.Annotations[wellknown.Source] = "q/s" }, true},
+		{"managed-by removed", func(s *corev1.Secret) { delete(s.Labels, wellknown.ManagedBy) }, true},
+		{"replica label removed", func(s *corev1.Secret) { delete(s.Labels, wellknown.Replica) }, true},
 		{"foreign label added", func(s *corev1.Secret) { s.Labels["team"] = "a" }, false},
 	}
 	for _, tt := range tests {
@@ -159,7 +159,7 @@ func (f *fixture) writes() []string {
 func source(selector string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "platform", UID: "src-uid", ResourceVersion: "1",
-			Annotations: map[string]string{keys.ReplicateTo: selector}, CreationTimestamp: metav1.NewTime(time.Unix(100, 0))},
+			Annotations: map[string]string{wellknown.ReplicateTo: selector}, CreationTimestamp: metav1.NewTime(time.Unix(100, 0))},
 		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{},
 	}
 	for k, v := range data {
@@ -256,7 +256,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestForgedSourceAnnotationDoesNotDeleteALiveSourcesReplica(t *testing.T) {
 	src := source("*", map[string]string{"k": "v"})
 	forged := replicaOf(src, "prod")
-	forged.Annotations[keys.Source] = "platform2/db" // names a source that does not exist
+	forged.Annotations[wellknown.Source] = "platform2/db" // names a source that does not exist
 	f := newFixture(t, src, ns("prod", nil), forged)
 
 	gone := key{Kind: kindSecret, Namespace: "platform2", Name: "db", Target: "prod"}
@@ -297,7 +297,7 @@ func TestDeletedNamespaceDropsItsReplicaState(t *testing.T) {
 func TestConflictMessageNamesEveryNamespaceUpToTheLimit(t *testing.T) {
 	sk := key{Kind: kindSecret, Namespace: "platform", Name: "db"}
 	got := conflictMessage(sk, map[string]string{"b": "the older source x/db wins", "a": "Secret a/db exists and was not created by courier; it is left untouched"})
-	for _, want := range []string{"platform/db", "2 namespace(s)", "a (Secret a/db exists", "b (the older source x/db wins)", keys.ReplicateTo} {
+	for _, want := range []string{"platform/db", "2 namespace(s)", "a (Secret a/db exists", "b (the older source x/db wins)", wellknown.ReplicateTo} {
 		if !strings.Contains(got, want) {
 			t.Errorf("message %q lacks %q", got, want)
 		}

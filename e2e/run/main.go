@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 func main() {
@@ -129,7 +129,7 @@ func demo(ctx context.Context, client kubernetes.Interface) error {
 	}
 	src := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "blogsecret", Namespace: "platform",
-			Annotations: map[string]string{keys.ReplicateTo: "env=prod", keys.Reload: "true"}},
+			Annotations: map[string]string{wellknown.ReplicateTo: "env=prod", wellknown.Reload: "true"}},
 		StringData: map[string]string{"username": "blog", "password": "s3cr3t"},
 	}
 	if _, err := client.CoreV1().Secrets("platform").Create(ctx, src, metav1.CreateOptions{}); err != nil {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"io"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/internal/globs"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -53,7 +53,7 @@ func TestParseOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			got, err := Parse(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestParseOptionsRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard); err == nil {
+			if _, err := Parse(tt.args, func(k string) string { return tt.env[k] }, io.Discard); err == nil {
 				t.Error("accepted")
 			}
 		})

@@ -1,4 +1,4 @@
-package main
+package leader
 
 import (
 	"context"
@@ -13,19 +13,20 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/courier-k8s/courier/keys"
-	"github.com/courier-k8s/courier/metrics"
+	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // leaseName is the Lease in --namespace that courier processes elect on.
 const leaseName = "courier"
 
-// leaderElect runs lead while this process holds the Lease, until ctx ends
+// Run runs lead while this process holds the Lease, until ctx ends
 // (then the lease is released at once). A leader that cannot renew (the API
 // server is unreachable for --renew-deadline, say while it restarts) stops
 // lead — no write after that — and stands for election again with its caches
 // warm; lead must therefore be callable again.
-func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, reg prometheus.Registerer, logger *zap.Logger, lead func(context.Context) error) error {
+func Run(ctx context.Context, client kubernetes.Interface, o config.Options, reg prometheus.Registerer, logger *zap.Logger, lead func(context.Context) error) error {
 	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Subsystem: "leader", Name: "is_leader",
 		Help: "1 while this courier process holds the leader lease, else 0.",
@@ -51,7 +52,7 @@ func leaderElect(ctx context.Context, client kubernetes.Interface, o Options, re
 
 // leadOnce waits to win the Lease, runs lead while holding it, and reports
 // whether it returned because the Lease was lost (rather than ctx ending).
-func leadOnce(ctx context.Context, lock resourcelock.Interface, id string, o Options, isLeader prometheus.Gauge, log *zap.Logger, lead func(context.Context) error) (lost bool, err error) {
+func leadOnce(ctx context.Context, lock resourcelock.Interface, id string, o config.Options, isLeader prometheus.Gauge, log *zap.Logger, lead func(context.Context) error) (lost bool, err error) {
 	// The elector runs on its own context so that on shutdown the lease is
 	// released only after the controllers have stopped writing.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
@@ -61,11 +62,11 @@ func leadOnce(ctx context.Context, lock resourcelock.Interface, id string, o Opt
 	acquired := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   o.electionLease(),
+		LeaseDuration:   o.ElectionLease(),
 		RenewDeadline:   o.RenewDeadline,
 		RetryPeriod:     o.RetryPeriod,
 		ReleaseOnCancel: true,
-		Name:            keys.FieldManager,
+		Name:            wellknown.FieldManager,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
 				log.Info("became leader")

@@ -1,4 +1,4 @@
-package pending
+package workers
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestKeepsTheEarliestAndTakeEndsTheWait(t *testing.T) {
-	p := New[string]()
+	p := NewPending[string]()
 	t0 := time.Unix(100, 0)
 	p.Remember("k", t0.Add(time.Second))
 	p.Remember("k", t0)

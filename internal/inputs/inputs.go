@@ -11,12 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Ref is one consumed Secret or ConfigMap in the workload's namespace.
 type Ref struct {
-	Kind string // keys.KindSecret or keys.KindConfigMap
+	Kind string // wellknown.KindSecret or wellknown.KindConfigMap
 	Name string
 	// Keys consumed; nil means every key (envFrom, a whole volume).
 	Keys []string
@@ -59,35 +59,35 @@ func Of(spec *corev1.PodSpec) []Ref {
 				continue
 			}
 			if s := e.ValueFrom.SecretKeyRef; s != nil {
-				add(keys.KindSecret, s.Name, []string{s.Key}, false, s.Optional)
+				add(wellknown.KindSecret, s.Name, []string{s.Key}, false, s.Optional)
 			}
 			if cm := e.ValueFrom.ConfigMapKeyRef; cm != nil {
-				add(keys.KindConfigMap, cm.Name, []string{cm.Key}, false, cm.Optional)
+				add(wellknown.KindConfigMap, cm.Name, []string{cm.Key}, false, cm.Optional)
 			}
 		}
 		for _, ef := range c.EnvFrom {
 			if s := ef.SecretRef; s != nil {
-				add(keys.KindSecret, s.Name, nil, true, s.Optional)
+				add(wellknown.KindSecret, s.Name, nil, true, s.Optional)
 			}
 			if cm := ef.ConfigMapRef; cm != nil {
-				add(keys.KindConfigMap, cm.Name, nil, true, cm.Optional)
+				add(wellknown.KindConfigMap, cm.Name, nil, true, cm.Optional)
 			}
 		}
 	}
 	for _, v := range spec.Volumes {
 		if s := v.Secret; s != nil {
-			add(keys.KindSecret, s.SecretName, itemKeys(s.Items), len(s.Items) == 0, s.Optional)
+			add(wellknown.KindSecret, s.SecretName, itemKeys(s.Items), len(s.Items) == 0, s.Optional)
 		}
 		if cm := v.ConfigMap; cm != nil {
-			add(keys.KindConfigMap, cm.Name, itemKeys(cm.Items), len(cm.Items) == 0, cm.Optional)
+			add(wellknown.KindConfigMap, cm.Name, itemKeys(cm.Items), len(cm.Items) == 0, cm.Optional)
 		}
 		if p := v.Projected; p != nil {
 			for _, src := range p.Sources {
 				if s := src.Secret; s != nil {
-					add(keys.KindSecret, s.Name, itemKeys(s.Items), len(s.Items) == 0, s.Optional)
+					add(wellknown.KindSecret, s.Name, itemKeys(s.Items), len(s.Items) == 0, s.Optional)
 				}
 				if cm := src.ConfigMap; cm != nil {
-					add(keys.KindConfigMap, cm.Name, itemKeys(cm.Items), len(cm.Items) == 0, cm.Optional)
+					add(wellknown.KindConfigMap, cm.Name, itemKeys(cm.Items), len(cm.Items) == 0, cm.Optional)
 				}
 			}
 		}
@@ -143,7 +143,7 @@ func ParseReloadOn(s string) (map[string]bool, error) {
 		ids[kind+"/"+name] = true
 	}
 	if len(bad) > 0 {
-		return ids, fmt.Errorf("%s entries %q are not \"secret/<name>\" or \"configmap/<name>\"", keys.ReloadOn, bad)
+		return ids, fmt.Errorf("%s entries %q are not \"secret/<name>\" or \"configmap/<name>\"", wellknown.ReloadOn, bad)
 	}
 	return ids, nil
 }

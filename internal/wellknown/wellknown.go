@@ -1,7 +1,7 @@
-// Package keys holds the names courier reads and writes on Kubernetes objects:
+// Package wellknown holds the names courier reads and writes on Kubernetes objects:
 // label and annotation keys under courier.dev/, and the field manager of every
 // write. It holds names only; no behaviour.
-package keys
+package wellknown
 
 const (
 	// Prefix of every key courier owns.

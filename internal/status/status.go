@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/courier-k8s/courier/content"
-	"github.com/courier-k8s/courier/globs"
-	"github.com/courier-k8s/courier/inputs"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/replicator"
 )
 
@@ -139,7 +139,7 @@ func Build(c Cluster, o Options) Report {
 
 func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 	m := src.Meta
-	s := Source{Kind: src.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Selector: m.GetAnnotations()[keys.ReplicateTo], Consumers: []Consumer{}}
+	s := Source{Kind: src.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Selector: m.GetAnnotations()[wellknown.ReplicateTo], Consumers: []Consumer{}}
 	ref := s.Ref()
 	sel, err := replicator.ParseSelector(s.Selector)
 	switch {
@@ -164,9 +164,9 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			switch {
 			case !ok:
 				s.Error++
-			case a[keys.Source] != ref:
+			case a[wellknown.Source] != ref:
 				s.Conflict++
-			case a[keys.ContentHash] == src.Hash:
+			case a[wellknown.ContentHash] == src.Hash:
 				s.InSync++
 				replicaNamespaces[ns.Name] = true
 			default:
@@ -187,7 +187,7 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			a := w.Meta.GetAnnotations()
 			s.Consumers = append(s.Consumers, Consumer{
 				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + in.Name,
-				ReloadedAt: a[keys.ReloadedAt], ReloadedFor: a[keys.ReloadedFor],
+				ReloadedAt: a[wellknown.ReloadedAt], ReloadedFor: a[wellknown.ReloadedFor],
 			})
 			break
 		}

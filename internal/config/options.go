@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -8,9 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 
-	"github.com/courier-k8s/courier/globs"
+	"github.com/courier-k8s/courier/internal/globs"
 )
 
 // Options is everything courier's flags configure. Every flag has an
@@ -38,15 +41,15 @@ type Options struct {
 	Profiling         bool
 }
 
-const defaultNamespace = "courier-system"
+const DefaultNamespace = "courier-system"
 
 // envName is the environment twin of a flag.
 func envName(flagName string) string {
 	return "COURIER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseOptions parses args (without the program name) and the environment.
-func parseOptions(args []string, getenv func(string) string, out io.Writer) (Options, error) {
+// Parse parses args (without the program name) and the environment.
+func Parse(args []string, getenv func(string) string, out io.Writer) (Options, error) {
 	var o Options
 	var sourceNS, excludeNS string
 	fs := flag.NewFlagSet("courier", flag.ContinueOnError)
@@ -54,10 +57,10 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 
 	ns := getenv("POD_NAMESPACE")
 	if ns == "" {
-		ns = defaultNamespace
+		ns = DefaultNamespace
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
-	fs.StringVar(&o.Namespace, "namespace", ns, "courier's own namespace: its Lease lives here, and it is the default source namespace (default: $POD_NAMESPACE, else "+defaultNamespace+")")
+	fs.StringVar(&o.Namespace, "namespace", ns, "courier's own namespace: its Lease lives here, and it is the default source namespace (default: $POD_NAMESPACE, else "+DefaultNamespace+")")
 	fs.StringVar(&sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
 	fs.StringVar(&excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
@@ -92,19 +95,19 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (Opt
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	if err := ApplyEnv(fs, getenv); err != nil {
 		return o, err
 	}
 	var err error
-	if o.SourceNamespaces, o.ExcludeNamespaces, err = namespaceGlobs(sourceNS, excludeNS, o.Namespace); err != nil {
+	if o.SourceNamespaces, o.ExcludeNamespaces, err = NamespaceGlobs(sourceNS, excludeNS, o.Namespace); err != nil {
 		return o, err
 	}
 	return o, o.validate()
 }
 
-// applyEnv sets every flag not given on the command line from its
+// ApplyEnv sets every flag not given on the command line from its
 // environment twin, if that is set.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+func ApplyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs error
@@ -120,9 +123,9 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	return errs
 }
 
-// namespaceGlobs parses --source-namespaces (default: namespace) and
+// NamespaceGlobs parses --source-namespaces (default: namespace) and
 // --exclude-namespaces.
-func namespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, error) {
+func NamespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, error) {
 	if source == "" {
 		source = namespace
 	}
@@ -137,12 +140,12 @@ func namespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, 
 	return src, excl, nil
 }
 
-// electionLease is the Lease duration courier gives client-go's leader
+// ElectionLease is the Lease duration courier gives client-go's leader
 // election: --lease-duration less the worst delay of client-go's polling. A
 // standby sees the leader's last renewal up to (1+JitterFactor) retry periods
 // late and sees the Lease expire up to as late again, so taking over from a
 // leader that died never takes longer than --lease-duration.
-func (o Options) electionLease() time.Duration {
+func (o Options) ElectionLease() time.Duration {
 	return o.LeaseDuration - time.Duration(2*(1+leaderelection.JitterFactor)*float64(o.RetryPeriod))
 }
 
@@ -163,10 +166,10 @@ func (o Options) validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
-	if o.LeaderElect && !(o.electionLease().Truncate(time.Second) > o.RenewDeadline &&
+	if o.LeaderElect && !(o.ElectionLease().Truncate(time.Second) > o.RenewDeadline &&
 		o.RenewDeadline > time.Duration(leaderelection.JitterFactor*float64(o.RetryPeriod)) && o.RetryPeriod > 0) {
 		errs = append(errs, fmt.Errorf("leader election needs --lease-duration − 4.4 × --retry-period (%s, rounded down to whole seconds) > --renew-deadline > 1.2 × --retry-period > 0",
-			o.electionLease()))
+			o.ElectionLease()))
 	}
 	switch o.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -174,4 +177,28 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel))
 	}
 	return errors.Join(errs...)
+}
+
+// RestConfig is the client config for the Kubernetes API.
+func RestConfig(o Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load Kubernetes client config: %w", err)
+	}
+	cfg.QPS = float32(o.KubeAPIQPS)
+	cfg.Burst = o.KubeAPIBurst
+	cfg.UserAgent = "courier"
+	// Protobuf, as kube-controller-manager speaks: cheaper than JSON for the
+	// API server to encode (every watch event) and for courier to decode, and
+	// Secret values travel as bytes rather than base64.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg, nil
 }

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/courier-k8s/courier/globs"
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 func ns(name string, labels map[string]string) corev1.Namespace {
@@ -17,18 +17,18 @@ func ns(name string, labels map[string]string) corev1.Namespace {
 }
 
 func secret(namespace, name string, annotations map[string]string) Object {
-	return Object{Kind: keys.KindSecret, Meta: &metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations}}
+	return Object{Kind: wellknown.KindSecret, Meta: &metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations}}
 }
 
 func TestBuildCountsTargetsByState(t *testing.T) {
 	prod := map[string]string{"env": "prod"}
-	src := secret("platform", "db", map[string]string{keys.ReplicateTo: "env=prod"})
+	src := secret("platform", "db", map[string]string{wellknown.ReplicateTo: "env=prod"})
 	src.Hash = "h2"
 	replica := func(namespace, hash string) Object {
-		return secret(namespace, "db", map[string]string{keys.Source: "platform/db", keys.ContentHash: hash})
+		return secret(namespace, "db", map[string]string{wellknown.Source: "platform/db", wellknown.ContentHash: hash})
 	}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web",
-		Annotations: map[string]string{keys.ReloadedAt: "2026-11-22T07:00:00Z", keys.ReloadedFor: "secret/db"}}}
+		Annotations: map[string]string{wellknown.ReloadedAt: "2026-11-22T07:00:00Z", wellknown.ReloadedFor: "secret/db"}}}
 	deploy.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db"}}}}
 	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "web"}}
 	other.Spec.Template.Spec.Volumes = deploy.Spec.Template.Spec.Volumes // consumes a db courier does not own
@@ -37,7 +37,7 @@ func TestBuildCountsTargetsByState(t *testing.T) {
 		Namespaces: []corev1.Namespace{
 			ns("platform", prod), // the source's own: never a target
 			ns("a", prod), ns("b", prod), ns("c", prod), ns("d", prod), ns("dev", nil),
-			ns("kube-system", prod), ns("optout", map[string]string{"env": "prod", keys.Replication: "disabled"}),
+			ns("kube-system", prod), ns("optout", map[string]string{"env": "prod", wellknown.Replication: "disabled"}),
 		},
 		Objects: []Object{
 			src,
@@ -45,7 +45,7 @@ func TestBuildCountsTargetsByState(t *testing.T) {
 			replica("b", "h1"),       // stale: error
 			secret("c", "db", nil),   // not courier's: conflict
 			secret("dev", "db", nil), // not targeted
-			secret("other", "cfg", map[string]string{keys.ReplicateTo: "(("}), // invalid, and not allowed
+			secret("other", "cfg", map[string]string{wellknown.ReplicateTo: "(("}), // invalid, and not allowed
 		},
 		Workloads: []Workload{WorkloadOf(deploy), WorkloadOf(other)},
 	}

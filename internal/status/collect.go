@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/pager"
 
-	"github.com/courier-k8s/courier/keys"
+	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/replicator"
 )
 
@@ -27,10 +27,10 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 	}
 	c.Namespaces = nss.Items
 
-	for _, kind := range []string{keys.KindSecret, keys.KindConfigMap} {
+	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {
 		gvr := corev1.SchemeGroupVersion.WithResource("secrets")
-		opts := metav1.ListOptions{FieldSelector: "type!=" + keys.HelmReleaseType}
-		if kind == keys.KindConfigMap {
+		opts := metav1.ListOptions{FieldSelector: "type!=" + wellknown.HelmReleaseType}
+		if kind == wellknown.KindConfigMap {
 			gvr, opts = corev1.SchemeGroupVersion.WithResource("configmaps"), metav1.ListOptions{}
 		}
 		err := each(ctx, metaLister(meta, gvr), opts, func(obj runtime.Object) error {
@@ -96,7 +96,7 @@ func each(ctx context.Context, list pager.ListPageFunc, opts metav1.ListOptions,
 }
 
 func sourceHash(ctx context.Context, client kubernetes.Interface, kind, ns, name string) (string, error) {
-	if kind == keys.KindSecret {
+	if kind == wellknown.KindSecret {
 		s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return "", fmt.Errorf("get source Secret %s/%s: %w", ns, name, err)

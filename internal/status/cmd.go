@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"context"
@@ -6,24 +6,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
-	"github.com/courier-k8s/courier/status"
+	"github.com/courier-k8s/courier/internal/config"
 )
 
-// statusMain is `courier status`: it reads the cluster with the user's
+// Main is `courier status`: it reads the cluster with the user's
 // kubeconfig and prints every source's replication and its consumers'
 // reloads. It returns the exit code: 0, 1 when the cluster could not be
 // read, 2 on bad flags.
-func statusMain(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("courier status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var kubeconfig, namespace, sourceNS, excludeNS, output string
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG or ~/.kube/config, else the in-cluster config")
-	fs.StringVar(&namespace, "namespace", defaultNamespace, "courier's namespace, the default source namespace")
+	fs.StringVar(&namespace, "namespace", config.DefaultNamespace, "courier's namespace, the default source namespace")
 	fs.StringVar(&sourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
 	fs.StringVar(&excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
 	fs.StringVar(&output, "o", "table", "output format: table or json")
@@ -37,11 +36,11 @@ func statusMain(args []string, getenv func(string) string, stdout, stderr io.Wri
 		}
 		return 2
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	if err := config.ApplyEnv(fs, getenv); err != nil {
 		fmt.Fprintf(stderr, "courier status: %v\n", err)
 		return 2
 	}
-	src, excl, err := namespaceGlobs(sourceNS, excludeNS, namespace)
+	src, excl, err := config.NamespaceGlobs(sourceNS, excludeNS, namespace)
 	if err == nil && output != "table" && output != "json" {
 		err = fmt.Errorf("-o %q: want table or json", output)
 	}
@@ -53,7 +52,7 @@ func statusMain(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return 2
 	}
 
-	o := status.Options{SourceNamespaces: src, ExcludeNamespaces: excl}
+	o := Options{SourceNamespaces: src, ExcludeNamespaces: excl}
 	if err := printStatus(context.Background(), kubeconfig, o, output, stdout); err != nil {
 		fmt.Fprintf(stderr, "courier status: %v\n", err)
 		return 1
@@ -61,8 +60,8 @@ func statusMain(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return 0
 }
 
-func printStatus(ctx context.Context, kubeconfig string, o status.Options, output string, w io.Writer) error {
-	cfg, err := restConfig(Options{Kubeconfig: kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
+func printStatus(ctx context.Context, kubeconfig string, o Options, output string, w io.Writer) error {
+	cfg, err := config.RestConfig(config.Options{Kubeconfig: kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
 	if err != nil {
 		return err
 	}
@@ -74,20 +73,13 @@ func printStatus(ctx context.Context, kubeconfig string, o status.Options, outpu
 	if err != nil {
 		return err
 	}
-	c, err := status.Collect(ctx, client, meta)
+	c, err := Collect(ctx, client, meta)
 	if err != nil {
 		return err
 	}
-	r := status.Build(c, o)
+	r := Build(c, o)
 	if output == "json" {
 		return r.WriteJSON(w)
 	}
 	return r.WriteTable(w)
-}
-
-// subcommand runs a subcommand named by args[0], if any, and exits.
-func subcommand(args []string) {
-	if len(args) > 0 && args[0] == "status" {
-		os.Exit(statusMain(args[1:], os.Getenv, os.Stdout, os.Stderr))
-	}
 }
