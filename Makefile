@@ -11,10 +11,15 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e$$')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all build image controlplane run test unit e2e soak lint bench bench-smoke clean prometheus
+.PHONY: all help build image controlplane run check test unit e2e soak lint bench bench-smoke clean prometheus
 
 all: build
 
+## help: this list
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST) | column -t -s ':' -l 2 2>/dev/null || sed -n 's/^## //p' $(MAKEFILE_LIST)
+
+## build: bin/courier
 build:
 	$(GO) build -o bin/courier .
 
@@ -33,12 +38,19 @@ run: build
 	@$(GO) build -o bin/run ./e2e/run
 	@bin/run --controlplane-bin="$(CONTROLPLANE)" --courier=bin/courier
 
-## test: lint, unit tests, end-to-end tests against the local control plane, and the benchmark on a tiny dataset
-test: lint unit e2e bench-smoke
+## check: lint and unit tests, the inner loop (no control plane needed)
+check: lint unit
 
+## test: check, then the end-to-end tests against the local control plane and the benchmark on a tiny dataset (what CI runs)
+test: check
+	$(MAKE) e2e
+	$(MAKE) bench-smoke
+
+## unit: unit tests with the race detector
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+## e2e: the end-to-end suite against the local control plane
 e2e: prometheus
 	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=60m -v ./e2e/
 
@@ -47,6 +59,7 @@ SOAK ?= 10m
 soak:
 	COURIER_SOAK=$(SOAK) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
 
+## lint: gofmt, go vet, staticcheck
 lint:
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-ed: $$unformatted" >&2; exit 1; }
 	$(GO) vet ./...
@@ -69,5 +82,6 @@ prometheus:
 	  echo "installing Debian's prometheus package (dashboard and alert-rule tests)" >&2; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+## clean: remove bin/ and .run/ (the control-plane cache stays)
 clean:
 	rm -rf bin .run
