@@ -7,7 +7,7 @@ VERSION       ?= 0.1.0
 IMAGE         ?= ghcr.io/courier-k8s/courier:$(VERSION)
 SUDO          := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e$$')
+UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
@@ -50,9 +50,9 @@ test: check
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
-## e2e: the end-to-end suite against the local control plane
+## e2e: the end-to-end suite against the local control plane, and the image check (e2e/image)
 e2e: prometheus
-	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=60m -v ./e2e/
+	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/ ./e2e/image/
 
 ## soak: the randomized soak test for SOAK (default 10m) instead of make test's 20 s
 SOAK ?= 10m

@@ -62,7 +62,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "courier: %v\n", err)
 		os.Exit(2)
 	}
-	defer logger.Sync() //nolint:errcheck // nothing to do if stderr is gone
+	defer func() { _ = logger.Sync() }() // nothing to do if stderr is gone
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -79,7 +79,7 @@ func main() {
 
 	if err := run(ctx, opts, logger); err != nil {
 		logger.Error("courier stopped with an error", zap.Error(err))
-		logger.Sync() //nolint:errcheck
+		_ = logger.Sync()
 		os.Exit(1)
 	}
 	logger.Info("courier stopped")
@@ -132,14 +132,14 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: wellknown.FieldManager})
 	queues := metrics.NewQueues(reg)
 
-	grd, err := guard.New(client, inf, recorder, reg, logger, guard.Options{
+	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
 		SourceNamespaces: o.SourceNamespaces,
 		QueueMetrics:     queues,
 	})
 	if err != nil {
 		return err
 	}
-	rep, err := replicator.New(client, inf, recorder, reg, logger, replicator.Options{
+	rep, err := replicator.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, replicator.Options{
 		SourceNamespaces:  o.SourceNamespaces,
 		ExcludeNamespaces: o.ExcludeNamespaces,
 		Workers:           o.ReplicatorWorkers,
@@ -149,7 +149,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	rel, err := reloader.New(client, inf, recorder, reg, logger, reloader.Options{
+	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		ReloadAll:    o.ReloadAll,
 		Debounce:     o.ReloadDebounce,
 		QPS:          float32(o.ReloadQPS),

@@ -141,7 +141,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		// kubernetes Service's endpoints.
 		"--endpoint-reconciler-type=none",
 	)
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test cluster with a self-signed cert
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // loopback test cluster with a self-signed cert
 	if err := c.startAndWait(ctx, "kube-apiserver", func(ctx context.Context) error {
 		return httpOK(ctx, insecure, apiURL+"/readyz", token)
 	}); err != nil {

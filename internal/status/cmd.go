@@ -21,7 +21,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("courier status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var kubeconfig, namespace, sourceNS, excludeNS, output string
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG or ~/.kube/config, else the in-cluster config")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
 	fs.StringVar(&namespace, "namespace", config.DefaultNamespace, "courier's namespace, the default source namespace")
 	fs.StringVar(&sourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
 	fs.StringVar(&excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
