@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -24,7 +25,7 @@ const (
 
 // Budget decides, per replica, whether courier may revert it now.
 type Budget struct {
-	now       func() time.Time
+	clock     clock.PassiveClock
 	contested *prometheus.CounterVec
 
 	mu       sync.Mutex
@@ -38,10 +39,11 @@ type history struct {
 	lastSeen time.Time
 }
 
-// NewBudget registers courier_guard_replicas_contested_total on reg.
-func NewBudget(reg prometheus.Registerer) *Budget {
+// NewBudget registers courier_guard_replicas_contested_total on reg; clk is
+// the budget's time.
+func NewBudget(reg prometheus.Registerer, clk clock.PassiveClock) *Budget {
 	b := &Budget{
-		now: time.Now,
+		clock: clk,
 		contested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "replicas_contested_total",
 			Help: "Times courier stopped reverting a replica that another writer kept changing, by kind.",
@@ -59,7 +61,7 @@ func NewBudget(reg prometheus.Registerer) *Budget {
 // a ReplicaContested event). Only reverts that were written count: call
 // Reverted after each.
 func (b *Budget) Allow(kind, replica string) (wait time.Duration, newlyContested bool) {
-	now := b.now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.history(replica, now)
@@ -82,7 +84,7 @@ func (b *Budget) Allow(kind, replica string) (wait time.Duration, newlyContested
 
 // Reverted records a revert of replica that was written.
 func (b *Budget) Reverted(replica string) {
-	now := b.now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.history(replica, now)

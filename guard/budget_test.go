@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestBudgetAllowsFiveRevertsAMinuteThenBacksOffExponentially(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := NewBudget(prometheus.NewRegistry())
-	b.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
+	b := NewBudget(prometheus.NewRegistry(), clk)
 
 	revert := func() time.Duration {
 		wait, _ := b.Allow("Secret", "ns/x")
@@ -23,7 +23,7 @@ func TestBudgetAllowsFiveRevertsAMinuteThenBacksOffExponentially(t *testing.T) {
 		if wait := revert(); wait != 0 {
 			t.Fatalf("revert %d denied (wait %s)", i+1, wait)
 		}
-		now = now.Add(time.Second)
+		clk.SetTime(clk.Now().Add(time.Second))
 	}
 	wantBackoffs := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
 	for i, want := range wantBackoffs {
@@ -31,12 +31,12 @@ func TestBudgetAllowsFiveRevertsAMinuteThenBacksOffExponentially(t *testing.T) {
 		if wait != want || !newly {
 			t.Fatalf("contest %d: wait %s newly %v, want %s true", i+1, wait, newly, want)
 		}
-		now = now.Add(time.Second)
+		clk.SetTime(clk.Now().Add(time.Second))
 		if wait, newly := b.Allow("Secret", "ns/x"); wait != want-time.Second || newly {
 			t.Fatalf("during backoff %d: wait %s newly %v, want %s false", i+1, wait, newly, want-time.Second)
 		}
 		// The fight goes on after the backoff: five more reverts are allowed, then the next contest.
-		now = now.Add(want)
+		clk.SetTime(clk.Now().Add(want))
 		for j := range RevertsPerWindow {
 			if wait := revert(); wait != 0 {
 				t.Fatalf("after backoff %d, revert %d denied", i+1, j+1)
@@ -49,9 +49,8 @@ func TestBudgetAllowsFiveRevertsAMinuteThenBacksOffExponentially(t *testing.T) {
 }
 
 func TestBudgetResetsAfterQuiet(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := NewBudget(prometheus.NewRegistry())
-	b.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
+	b := NewBudget(prometheus.NewRegistry(), clk)
 	for range RevertsPerWindow {
 		b.Allow("Secret", "ns/x")
 		b.Reverted("ns/x")
@@ -59,27 +58,26 @@ func TestBudgetResetsAfterQuiet(t *testing.T) {
 	if wait, _ := b.Allow("Secret", "ns/x"); wait != FirstBackoff {
 		t.Fatalf("wait %s, want %s", wait, FirstBackoff)
 	}
-	now = now.Add(ResetAfter + time.Second)
+	clk.SetTime(clk.Now().Add(ResetAfter + time.Second))
 	if wait, _ := b.Allow("Secret", "ns/x"); wait != 0 {
 		t.Fatalf("not reset after %s of quiet", ResetAfter)
 	}
 }
 
 func TestRevertsOutsideTheWindowDoNotCount(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := NewBudget(prometheus.NewRegistry())
-	b.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
+	b := NewBudget(prometheus.NewRegistry(), clk)
 	for i := range 20 {
 		if wait, _ := b.Allow("Secret", "ns/x"); wait != 0 {
 			t.Fatalf("revert %d denied though reverts are 13 s apart", i+1)
 		}
 		b.Reverted("ns/x")
-		now = now.Add(13 * time.Second) // at most 5 in any minute
+		clk.SetTime(clk.Now().Add(13 * time.Second)) // at most 5 in any minute
 	}
 }
 
 func TestOnlyWrittenRevertsCount(t *testing.T) {
-	b := NewBudget(prometheus.NewRegistry())
+	b := NewBudget(prometheus.NewRegistry(), testingclock.NewFakePassiveClock(time.Unix(0, 0)))
 	for i := range 3 * RevertsPerWindow {
 		if wait, _ := b.Allow("Secret", "ns/x"); wait != 0 {
 			t.Fatalf("attempt %d denied though no revert was written", i+1)

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
-	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/metrics"
@@ -36,6 +36,8 @@ const ReasonSourceRestored = "SourceRestored"
 type Options struct {
 	SourceNamespaces globs.List
 	QueueMetrics     workqueue.MetricsProvider
+	// Clock is the guard's time, the revert budget's included (nil: the real clock).
+	Clock clock.WithTicker
 }
 
 type key struct {
@@ -61,34 +63,38 @@ type Controller struct {
 	lastSeen map[key]metav1.Object // deleted protected sources awaiting restore
 }
 
-// New builds the guard and registers its handlers on inf (not yet started).
-func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
+// New builds the guard and registers its handlers on the Secret and
+// ConfigMap informers (not yet started); it reads namespaces too.
+func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.SharedIndexInformer, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	c := &Controller{
 		opts:     o,
 		client:   client,
 		logger:   logger.Named("guard"),
 		recorder: recorder,
 		indexers: map[string]cache.Indexer{
-			wellknown.KindSecret:    inf.Secrets.Informer().GetIndexer(),
-			wellknown.KindConfigMap: inf.ConfigMaps.Informer().GetIndexer(),
+			wellknown.KindSecret:    secrets.GetIndexer(),
+			wellknown.KindConfigMap: configMaps.GetIndexer(),
 		},
-		namespaces: inf.Namespaces.Lister(),
-		synced:     []cache.InformerSynced{inf.Secrets.Informer().HasSynced, inf.ConfigMaps.Informer().HasSynced, inf.Namespaces.Informer().HasSynced},
+		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
+		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per source: 100 ms doubling to 1 min; a restore that keeps
 		// failing (quota, policy) keeps being retried, never dropped.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics}),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics, Clock: o.Clock}),
 		restored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "sources_restored_total",
 			Help: "Protected sources that were deleted and recreated from their last-seen state, by kind.",
 		}, []string{"kind"}),
 		lastSeen: map[key]metav1.Object{},
-		budget:   NewBudget(reg),
+		budget:   NewBudget(reg, o.Clock),
 	}
 	reg.MustRegister(c.restored)
 	metrics.Zero(c.restored, []string{wellknown.KindSecret, wellknown.KindConfigMap})
-	for kind, inf := range map[string]cache.SharedIndexInformer{"Secret": inf.Secrets.Informer(), wellknown.KindConfigMap: inf.ConfigMaps.Informer()} {
+	for kind, inf := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: secrets, wellknown.KindConfigMap: configMaps} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
 		}); err != nil {

@@ -1,15 +1,13 @@
 package informers
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // Index names on the Secret and ConfigMap informers.
@@ -74,7 +72,7 @@ func indexConsumersByInput(obj any) ([]string, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	t := PodTemplate(obj)
+	_, t := workload.Of(obj)
 	if t == nil {
 		return nil, nil
 	}
@@ -88,20 +86,4 @@ func indexConsumersByInput(obj any) ([]string, error) {
 		out = append(out, InputKey(r.Kind, m.GetNamespace(), r.Name))
 	}
 	return out, nil
-}
-
-// PodTemplate returns the pod template of a workload (for a CronJob, its
-// job template's), or nil for any other object.
-func PodTemplate(obj any) *corev1.PodTemplateSpec {
-	switch w := obj.(type) {
-	case *appsv1.Deployment:
-		return &w.Spec.Template
-	case *appsv1.StatefulSet:
-		return &w.Spec.Template
-	case *appsv1.DaemonSet:
-		return &w.Spec.Template
-	case *batchv1.CronJob:
-		return &w.Spec.JobTemplate.Spec.Template
-	}
-	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // SecretFieldSelector leaves Helm release Secrets out of every list and watch.
@@ -96,6 +97,16 @@ func (s *Set) WaitForSync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Workloads returns the workload informers by kind (workload.Kinds).
+func (s *Set) Workloads() map[string]cache.SharedIndexInformer {
+	return map[string]cache.SharedIndexInformer{
+		workload.Deployment:  s.Deployments.Informer(),
+		workload.StatefulSet: s.StatefulSets.Informer(),
+		workload.DaemonSet:   s.DaemonSets.Informer(),
+		workload.CronJob:     s.CronJobs.Informer(),
+	}
 }
 
 type informerGetter interface {

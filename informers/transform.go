@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // lastApplied is the annotation kubectl apply stores the whole applied object
@@ -62,7 +63,7 @@ func Transform(keep KeepValues) cache.TransformFunc {
 			trimMeta(&o.ObjectMeta)
 			o.Status = batchv1.CronJobStatus{}
 		}
-		if t := PodTemplate(obj); t != nil {
+		if _, t := workload.Of(obj); t != nil {
 			trimPodSpec(&t.Spec)
 		}
 		return obj, nil

@@ -17,11 +17,13 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // workerCount workloads are synced concurrently; rollouts are paced by the limiter.
@@ -38,6 +40,8 @@ type Options struct {
 	Burst int
 	// QueueMetrics, if set, receives the work queue's metrics.
 	QueueMetrics workqueue.MetricsProvider
+	// Clock is the reloader's time (nil: the real clock).
+	Clock clock.WithTicker
 }
 
 // Controller is the reloader.
@@ -57,45 +61,49 @@ type Controller struct {
 	pending *workers.Pending[key] // when the change a workload waits for was first seen
 }
 
-// New builds the reloader and registers its handlers on inf (not yet started).
-func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
+// New builds the reloader and registers its handlers on the informers (not
+// yet started): workloads by kind (one of workload.Kinds), Secrets and
+// ConfigMaps.
+func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInformer, secrets, configMaps cache.SharedIndexInformer, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
 	if o.QPS <= 0 || o.Burst < 1 {
 		return nil, fmt.Errorf("reloader: QPS and Burst must be positive")
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	c := &Controller{
-		opts:     o,
-		client:   client,
-		logger:   logger.Named("reloader"),
-		recorder: recorder,
-		workloads: map[string]cache.Indexer{
-			kindDeployment:  inf.Deployments.Informer().GetIndexer(),
-			kindStatefulSet: inf.StatefulSets.Informer().GetIndexer(),
-			kindDaemonSet:   inf.DaemonSets.Informer().GetIndexer(),
-			kindCronJob:     inf.CronJobs.Informer().GetIndexer(),
-		},
-		secrets:    inf.Secrets.Informer().GetIndexer(),
-		configMaps: inf.ConfigMaps.Informer().GetIndexer(),
+		opts:       o,
+		client:     client,
+		logger:     logger.Named("reloader"),
+		recorder:   recorder,
+		workloads:  map[string]cache.Indexer{},
+		secrets:    secrets.GetIndexer(),
+		configMaps: configMaps.GetIndexer(),
+		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced},
 		// Backoff per workload: 200 ms doubling to 5 min.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics}),
-		limiter: flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock}),
+		limiter: flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
 		metrics: newMetrics(reg),
 		pending: workers.NewPending[key](),
 	}
-	for _, i := range []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.StatefulSets.Informer(), inf.DaemonSets.Informer(), inf.CronJobs.Informer(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer()} {
+	for _, kind := range workload.Kinds {
+		i, ok := workloads[kind]
+		if !ok {
+			return nil, fmt.Errorf("reloader: no %s informer", kind)
+		}
+		c.workloads[kind] = i.GetIndexer()
 		c.synced = append(c.synced, i.HasSynced)
-	}
-	for _, i := range []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.StatefulSets.Informer(), inf.DaemonSets.Informer(), inf.CronJobs.Informer()} {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onWorkload,
 			UpdateFunc: c.onWorkloadUpdate,
 			DeleteFunc: c.onWorkloadDelete,
 		}); err != nil {
-			return nil, fmt.Errorf("reloader: workload handler: %w", err)
+			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
 		}
 	}
-	for kind, i := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: inf.Secrets.Informer(), wellknown.KindConfigMap: inf.ConfigMaps.Informer()} {
+	for kind, i := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: secrets, wellknown.KindConfigMap: configMaps} {
 		if _, err := i.AddEventHandler(c.inputHandler(kind)); err != nil {
 			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
 		}
@@ -125,13 +133,13 @@ func (c *Controller) failed(k key, err error) {
 // was first seen. A key already waiting keeps its earlier time, so changes
 // within the window share one sync.
 func (c *Controller) changed(k key) {
-	c.pending.Remember(k, time.Now())
+	c.pending.Remember(k, c.opts.Clock.Now())
 	c.queue.AddAfter(k, c.opts.Debounce)
 }
 
 func workloadKey(obj any) (key, bool) {
 	m, err := meta.Accessor(obj)
-	kind := kindOf(obj)
+	kind, _ := workload.Of(obj)
 	if err != nil || kind == "" {
 		return key{}, false
 	}
@@ -148,7 +156,8 @@ func (c *Controller) onWorkload(obj any) {
 // onWorkloadUpdate looks again only when what the reloader reads changed:
 // the pod template's inputs or courier's annotations.
 func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
-	ot, nt := informers.PodTemplate(oldObj), informers.PodTemplate(newObj)
+	_, ot := workload.Of(oldObj)
+	_, nt := workload.Of(newObj)
 	om, err1 := meta.Accessor(oldObj)
 	nm, err2 := meta.Accessor(newObj)
 	if ot == nil || nt == nil || err1 != nil || err2 != nil {

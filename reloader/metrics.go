@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 type reloaderMetrics struct {
@@ -23,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
 			Buckets: []float64{.1, .25, .5, 1, 2, 2.5, 3, 5, 10, 30, 60, 120}}, []string{"kind"}),
 	}
 	reg.MustRegister(m.reloads, m.skipped, m.latency)
-	metrics.Zero(m.reloads, []string{kindDeployment, kindStatefulSet, kindDaemonSet, kindCronJob}, []string{"success", "error"})
+	metrics.Zero(m.reloads, workload.Kinds, []string{"success", "error"})
 	metrics.Zero(m.skipped, []string{skipFirstSight, skipMissing, skipAppeared})
 	return m
 }

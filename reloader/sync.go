@@ -13,12 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // Event reasons.
@@ -159,19 +160,63 @@ func (c *Controller) wantsReload(kind string, in *input) bool {
 	return s != nil && s.meta.GetAnnotations()[wellknown.Reload] == "true"
 }
 
-// sync compares a workload's opted-in inputs with its baseline and writes at
-// most one patch: a rollout when consumed content changed, else the baseline
-// when it moved (first sight, inputs gone or new), else nothing.
-func (c *Controller) sync(ctx context.Context, k key) error {
-	seen, _ := c.pending.Take(k)
-	obj, ok, err := c.workloads[k.Kind].GetByKey(k.Namespace + "/" + k.Name)
-	if err != nil || !ok {
-		return err
+// action is what one sync of a workload writes.
+type action int
+
+const (
+	writeNothing  action = iota
+	writeBaseline        // the baseline moved (first sight, inputs gone or new): no rollout
+	rollOut              // consumed content changed: a rollout, and the new baseline
+)
+
+// decision is the reloader's verdict on one workload.
+type decision struct {
+	action     action
+	changed    []string // opted-in inputs whose consumed content changed (rollOut)
+	missing    []string // consumed, non-optional inputs that are gone: InputMissing
+	appeared   bool     // inputs seen for the first time (never a rollout)
+	firstSight bool     // no baseline yet: this sync writes the first one
+}
+
+// observed is a workload's opted-in inputs as the cache holds them now.
+type observed struct {
+	now      baseline        // the consumed digest of every opted-in input that exists
+	optional map[string]bool // every opted-in input → whether its reference is optional
+}
+
+// decide compares what a workload consumes now with its stored baseline
+// (stored, when hasBaseline). It reads nothing and writes nothing.
+func decide(stored string, hasBaseline bool, o observed) decision {
+	if len(o.optional) == 0 && !hasBaseline {
+		return decision{} // nothing opted in: courier never writes to this workload
 	}
-	w := obj.(metav1.Object)
-	a := w.GetAnnotations()
+	if !hasBaseline {
+		return decision{action: writeBaseline, firstSight: true}
+	}
+	before := parseBaseline(stored)
+	changed, gone, appeared := diff(before, o.now)
+	d := decision{changed: changed, appeared: len(appeared) > 0}
+	for _, id := range gone {
+		if optional, stillConsumed := o.optional[id]; stillConsumed && !optional {
+			d.missing = append(d.missing, id)
+		}
+	}
+	switch {
+	case len(changed) > 0:
+		d.action = rollOut
+	case o.now.String() != before.String():
+		d.action = writeBaseline
+	}
+	return d
+}
+
+// observe reads the opted-in inputs of workload obj from the cache; false
+// when the workload opted out of every reload. Invalid annotations get a
+// Warning Event and are ignored.
+func (c *Controller) observe(k key, obj any) (observed, bool) {
+	a := obj.(metav1.Object).GetAnnotations()
 	if a[wellknown.Reload] == "false" {
-		return nil // opted out of every reload
+		return observed{}, false
 	}
 	if v, ok := a[wellknown.Reload]; ok && v != "true" {
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
@@ -186,61 +231,65 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
 		}
 	}
-
-	now := baseline{}
-	optional := map[string]bool{}
-	tracked := false
-	for _, ref := range inputs.Of(&informers.PodTemplate(obj).Spec) {
+	o := observed{now: baseline{}, optional: map[string]bool{}}
+	_, tmpl := workload.Of(obj)
+	for _, ref := range inputs.Of(&tmpl.Spec) {
 		in := c.lookup(ref.Kind, k.Namespace, ref.Name)
 		if !(all || named[ref.ID()] || (in != nil && c.wantsReload(ref.Kind, in))) {
 			continue
 		}
-		tracked = true
-		optional[ref.ID()] = ref.Optional
+		o.optional[ref.ID()] = ref.Optional
 		if in != nil {
-			now[ref.ID()] = consumedDigest(ref, in.entries)
+			o.now[ref.ID()] = consumedDigest(ref, in.entries)
 		}
 	}
-	stored, hasBaseline := a[wellknown.ConfigInputs]
-	if !tracked && !hasBaseline {
-		return nil // nothing opted in: courier never writes to this workload
+	return o, true
+}
+
+// sync carries out the decision on one workload: at most one patch.
+func (c *Controller) sync(ctx context.Context, k key) error {
+	seen, _ := c.pending.Take(k)
+	obj, ok, err := c.workloads[k.Kind].GetByKey(k.Namespace + "/" + k.Name)
+	if err != nil || !ok {
+		return err
 	}
-	if !hasBaseline {
+	o, ok := c.observe(k, obj)
+	if !ok {
+		return nil // opted out of every reload
+	}
+	w := obj.(metav1.Object)
+	stored, hasBaseline := w.GetAnnotations()[wellknown.ConfigInputs]
+	d := decide(stored, hasBaseline, o)
+	if d.firstSight {
 		c.metrics.skipped.WithLabelValues(skipFirstSight).Inc()
-		return c.write(ctx, k, w, now, nil)
 	}
-	before := parseBaseline(stored)
-	changed, missing, appeared := diff(before, now)
-	for _, id := range missing {
-		if _, stillConsumed := optional[id]; !stillConsumed || optional[id] {
-			continue // no longer consumed or opted in, or optional: nothing to report
-		}
+	for _, id := range d.missing {
 		c.metrics.skipped.WithLabelValues(skipMissing).Inc()
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInputMissing, fmt.Sprintf(
 			"%s is consumed by this workload but was deleted; courier made no rollout. Running pods keep what they have; new pods cannot start until it exists again", id))
 	}
-	if len(appeared) > 0 {
+	if d.appeared {
 		c.metrics.skipped.WithLabelValues(skipAppeared).Inc()
 	}
-	if len(changed) == 0 {
-		if now.String() == before.String() {
-			return nil // in sync: no write
-		}
-		return c.write(ctx, k, w, now, nil)
+	switch d.action {
+	case writeNothing:
+		return nil
+	case writeBaseline:
+		return c.write(ctx, k, w, o.now, nil)
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	if err := c.write(ctx, k, w, now, changed); err != nil {
+	if err := c.write(ctx, k, w, o.now, d.changed); err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.pending.Remember(k, seen) // the retry still measures from the change
 		return err
 	}
 	c.metrics.reloads.WithLabelValues(k.Kind, "success").Inc()
 	if !seen.IsZero() {
-		c.metrics.latency.WithLabelValues(k.Kind).Observe(time.Since(seen).Seconds())
+		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.opts.Clock.Since(seen).Seconds())
 	}
-	reason := strings.Join(changed, ", ")
+	reason := strings.Join(d.changed, ", ")
 	c.logger.Info("reloaded", zap.Stringer("workload", k), zap.String("changed", reason))
 	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, ReasonReloaded, "rolled out because "+reason+" changed")
 	return nil
@@ -252,14 +301,14 @@ func (c *Controller) write(ctx context.Context, k key, w metav1.Object, now base
 	hash := ""
 	if len(changed) > 0 {
 		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
-		annotations[wellknown.ReloadedAt] = time.Now().UTC().Format(time.RFC3339)
+		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
 		hash = configHash(now)
 	}
 	data, err := patch(k.Kind, w.GetResourceVersion(), annotations, hash)
 	if err != nil {
 		return err
 	}
-	if err := apply(ctx, c.client, k, data); err != nil {
+	if err := workload.Patch(ctx, c.client, k.Kind, k.Namespace, k.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: wellknown.FieldManager}); err != nil {
 		return fmt.Errorf("patch %s: %w", k, err)
 	}
 	return nil

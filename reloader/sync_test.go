@@ -9,6 +9,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 func TestDiff(t *testing.T) {
@@ -64,9 +65,9 @@ func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
 		kind, hash string
 		want       string
 	}{
-		{kindDeployment, "", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"}}`},
-		{kindDeployment, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}`},
-		{kindCronJob, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}}}`},
+		{workload.Deployment, "", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"}}`},
+		{workload.Deployment, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}`},
+		{workload.CronJob, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+tt.hash, func(t *testing.T) {

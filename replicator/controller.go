@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
@@ -37,6 +38,8 @@ type Options struct {
 	QueueMetrics workqueue.MetricsProvider
 	// Guard, if set, is consulted about protected sources and reverts.
 	Guard Guard
+	// Clock is the replicator's time (nil: the real clock).
+	Clock clock.WithTicker
 }
 
 // Guard is what the replicator asks the guard (package guard).
@@ -79,7 +82,7 @@ type Controller struct {
 	metrics    *replicatorMetrics
 	states     *states
 	conflicts  conflicts
-	now        func() time.Time
+	clock      clock.WithTicker
 
 	pending *workers.Pending[key] // when the change a key waits for was first seen
 
@@ -95,11 +98,14 @@ type relabel struct {
 
 type cachedHash struct{ resourceVersion, hash string }
 
-// New builds the replicator and registers its handlers on inf; inf must not
-// be started yet.
-func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
+// New builds the replicator and registers its handlers on the Secret,
+// ConfigMap and Namespace informers, which must not be started yet.
+func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.SharedIndexInformer, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) (*Controller, error) {
 	if o.Workers < 1 {
 		return nil, fmt.Errorf("replicator: Workers must be at least 1, got %d", o.Workers)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	st := &states{m: map[key]string{}}
 	c := &Controller{
@@ -107,32 +113,30 @@ func New(client kubernetes.Interface, inf *informers.Set, recorder record.EventR
 		logger:   logger.Named("replicator"),
 		recorder: recorder,
 		objects: map[string]*objects{
-			kindSecret:    newSecrets(client, inf.Secrets.Informer().GetIndexer()),
-			kindConfigMap: newConfigMaps(client, inf.ConfigMaps.Informer().GetIndexer()),
+			kindSecret:    newSecrets(client, secrets.GetIndexer()),
+			kindConfigMap: newConfigMaps(client, configMaps.GetIndexer()),
 		},
-		namespaces: inf.Namespaces.Lister(),
-		synced: []cache.InformerSynced{
-			inf.Secrets.Informer().HasSynced, inf.ConfigMaps.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
-		},
+		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
+		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per key: 100 ms doubling to 5 min. A failing namespace
 		// retries on its own schedule without holding up the others.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics}),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics, Clock: o.Clock}),
 		metrics:   newMetrics(reg, st),
 		states:    st,
-		now:       time.Now,
+		clock:     o.Clock,
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
 		relabeled: map[string]relabel{},
 		pending:   workers.NewPending[key](),
 	}
-	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: inf.Secrets.Informer(), kindConfigMap: inf.ConfigMaps.Informer()} {
+	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: secrets, kindConfigMap: configMaps} {
 		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {
 			return nil, fmt.Errorf("replicator: %s handler: %w", kind, err)
 		}
 	}
-	if _, err := inf.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onNamespaceAdd,
 		UpdateFunc: c.onNamespaceUpdate,
 		DeleteFunc: c.onNamespaceDelete,
@@ -261,7 +265,7 @@ func IsSource(m metav1.Object) bool {
 }
 
 func (c *Controller) sourceChanged(kind string, m metav1.Object) {
-	c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, c.now())
+	c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, c.clock.Now())
 }
 
 // sourceRelevantChange reports whether an update can change any replica:
@@ -290,7 +294,7 @@ func courierMetaChanged(o, n metav1.Object) bool {
 // enqueueClaims enqueues the pair of every source named like m for m's
 // namespace, and of the source m names as its own, if any.
 func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
-	now := c.now()
+	now := c.clock.Now()
 	ns := m.GetNamespace()
 	if src, ok := m.GetAnnotations()[wellknown.Source]; ok {
 		if srcNS, name, err := cache.SplitMetaNamespaceKey(src); err == nil && srcNS != "" {
@@ -303,7 +307,7 @@ func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
 // enqueueAllSourcesFor enqueues the pair of every source for namespace ns.
 // Sources are few next to objects; this never scans Secrets or ConfigMaps.
 func (c *Controller) enqueueAllSourcesFor(ns string) {
-	now := c.now()
+	now := c.clock.Now()
 	for kind, o := range c.objects {
 		for _, name := range o.indexer.ListIndexFuncValues(informers.SourcesByName) {
 			c.enqueueSourcesNamed(kind, name, ns, now)
@@ -342,7 +346,7 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 		return
 	}
 	if relabeled {
-		now := c.now()
+		now := c.clock.Now()
 		c.mu.Lock()
 		prev, seen := c.relabeled[n.Name]
 		c.relabeled[n.Name] = relabel{last: now, flapping: seen && now.Sub(prev.last) < flapWindow}
@@ -360,7 +364,7 @@ func (c *Controller) flapHold(ns string) time.Duration {
 	if !r.flapping {
 		return 0
 	}
-	return max(0, r.last.Add(flapSettle).Sub(c.now()))
+	return max(0, r.last.Add(flapSettle).Sub(c.clock.Now()))
 }
 
 func (c *Controller) onNamespaceDelete(obj any) {

@@ -47,14 +47,6 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 	return m
 }
 
-// Replica states in courier_replicator_replicas.
-const (
-	stateInSync    = "in_sync"
-	stateConflict  = "conflict"
-	stateError     = "error"
-	stateContested = "contested"
-)
-
 // states is the last outcome of every pair that should hold a replica.
 type states struct {
 	mu sync.Mutex
@@ -62,14 +54,14 @@ type states struct {
 }
 
 func (s *states) set(k key, err error) {
-	state := stateInSync
+	state := StateInSync
 	if err != nil && !isQuiet(err) {
-		state = stateError
+		state = StateError
 	}
 	s.put(k, state)
 }
 
-func (s *states) setConflict(k key) { s.put(k, stateConflict) }
+func (s *states) setConflict(k key) { s.put(k, StateConflict) }
 
 func (s *states) put(k key, state string) {
 	s.mu.Lock()
@@ -105,7 +97,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- replicasDes
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.s.counts()
 	for _, kind := range []string{kindSecret, kindConfigMap} {
-		for _, st := range []string{stateInSync, stateConflict, stateError, stateContested} {
+		for _, st := range []string{StateInSync, StateConflict, StateError, StateContested} {
 			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(counts[[2]string{kind, st}]), kind, st)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
@@ -77,24 +76,6 @@ func terminating(ns *corev1.Namespace) bool {
 	return ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating
 }
 
-// ownerOf tells whether courier created m (any of its markers is enough, so
-// a stripped label is reverted rather than taken for a stranger's object)
-// and which source it belongs to ("" if that annotation is gone).
-func ownerOf(m metav1.Object) (source string, managed bool) {
-	source, hasSource := m.GetAnnotations()[wellknown.Source]
-	l := m.GetLabels()
-	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
-}
-
-// tampered reports whether a replica courier wrote was changed since: its
-// content no longer matches the hash courier stamped on it, or courier's
-// labels or annotations were edited.
-func tampered(m metav1.Object, hash string, sourceRef string) bool {
-	l, a := m.GetLabels(), m.GetAnnotations()
-	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
-		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true"
-}
-
 // olderFirst orders sources oldest first (creation time, then namespace).
 func olderFirst(a, b *item) bool {
 	ta, tb := a.meta.GetCreationTimestamp(), b.meta.GetCreationTimestamp()
@@ -104,16 +85,8 @@ func olderFirst(a, b *item) bool {
 	return a.ref() < b.ref()
 }
 
-// decision is what a pair needs.
-type decision int
-
-const (
-	leave  decision = iota // touch nothing (invalid selector, namespace going away)
-	ensure                 // a replica must exist and equal the source
-	remove                 // this source's replica must not be here
-)
-
-// source reports why src is or is not a source courier acts on.
+// sourceState reports whether src is a source courier acts on and, when it
+// is not for a reason its owner must hear of, the Event reason.
 func (c *Controller) sourceState(src *item) (ok bool, problem string) {
 	m := src.meta
 	if _, annotated := m.GetAnnotations()[wellknown.ReplicateTo]; !annotated {
@@ -181,7 +154,7 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace) (*i
 func (c *Controller) syncSource(k key) error {
 	seen, ok := c.pending.Take(k)
 	if !ok {
-		seen = c.now()
+		seen = c.clock.Now()
 	}
 	o := c.objects[k.Kind]
 	src, err := o.get(k.Namespace, k.Name)
@@ -240,8 +213,8 @@ func (c *Controller) syncSource(k key) error {
 	return nil
 }
 
-// syncPair makes the target namespace hold exactly what the pair needs,
-// with at most one write (two when a replica must be recreated).
+// syncPair makes the target namespace hold exactly what the pair needs: it
+// reads the facts from the cache, plans (planPair), and carries the plan out.
 func (c *Controller) syncPair(ctx context.Context, k key) error {
 	seen, _ := c.pending.Take(k)
 	o := c.objects[k.Kind]
@@ -263,105 +236,60 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if src == nil && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
 		return nil // the guard is restoring the source: keep its replicas
 	}
-	d := c.decide(src, ns)
-	ref := k.sourceRef()
-
-	if existing != nil {
-		owner, managed := ownerOf(existing.meta)
-		switch {
-		case !managed:
-			if d == ensure {
-				c.conflict(k, src, fmt.Sprintf("%s %s/%s exists and was not created by courier; it is left untouched", k.Kind, k.Target, k.Name))
-			} else {
-				c.states.forget(k)
-			}
-			return nil
-		case owner != ref && d != ensure:
-			c.states.forget(k)
-			return nil // another source's replica: not ours to remove
-		}
+	f, err := c.pairFacts(k, o, src, existing, ns)
+	if err != nil {
+		return err
+	}
+	p := planPair(f)
+	switch p.state {
+	case forgetState:
+		c.states.forget(k)
+	case inSyncState:
+		c.states.set(k, nil)
 	}
 
-	switch d {
-	case leave:
-		if ns == nil {
-			c.states.forget(k) // the namespace and its replica are gone
-		}
+	switch p.action {
+	case none:
 		return nil
-	case remove:
-		c.states.forget(k)
-		if existing == nil {
-			return nil
-		}
-		if owner, _ := ownerOf(existing.meta); owner != ref {
-			return nil
-		}
-		// A live source that wants this name here takes the replica over
-		// (its pair reverts the metadata) rather than see it deleted and
-		// created again.
-		if ns != nil {
-			winner, err := c.claimant(o, k.Name, ns)
-			if err != nil {
-				return err
-			}
-			if winner != nil && winner.ref() != ref {
-				c.enqueue(key{Kind: k.Kind, Namespace: winner.meta.GetNamespace(), Name: k.Name, Target: k.Target}, seen)
-				return nil
-			}
-		}
+	case conflict:
+		c.conflict(k, src, p.reason)
+		return nil
+	case handOver:
+		winnerNS, _, _ := cache.SplitMetaNamespaceKey(f.claimant)
+		c.enqueue(key{Kind: k.Kind, Namespace: winnerNS, Name: k.Name, Target: k.Target}, seen)
+		return nil
+	case del:
 		if c.heldByFlapping(k, seen) {
 			return nil
 		}
 		return c.write(k, seen, opDelete, func() error {
 			return o.delete(ctx, k.Target, k.Name, preconditions(existing.meta))
 		})
-	}
-
-	// ensure: the oldest source claiming this name here wins.
-	winner, err := c.claimant(o, k.Name, ns)
-	if err != nil {
-		return err
-	}
-	if winner != nil && winner.ref() != ref {
-		c.conflict(k, src, fmt.Sprintf("the older source %s wins", winner.ref()))
-		return nil
-	}
-
-	hash := c.hash(src)
-	if existing == nil {
+	case create:
 		if c.heldByFlapping(k, seen) {
 			return nil
 		}
 		err := c.write(k, seen, opCreate, func() error {
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, nil)))
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
 		})
 		c.states.set(k, err)
 		return err
-	}
-	existingHash := content.Hash(existing.entries())
-	if existing.typ != src.typ || existing.immutable != src.immutable || (existing.immutable && existingHash != hash) {
-		// Type and immutable data cannot be updated in place.
+	case recreate:
 		err := c.write(k, seen, opRecreate, func() error {
 			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, nil)))
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
 		})
 		c.states.set(k, err)
 		return err
 	}
-	owner, _ := ownerOf(existing.meta)
-	if existingHash == hash && !tampered(existing.meta, hash, ref) {
-		c.states.set(k, nil)
-		return nil // in sync: no write
-	}
-	// Changed by someone else since courier wrote it (not by a source change).
-	// Someone else changed it since courier wrote it, unless it is another
-	// source's replica that this older source takes over.
-	reverted := tampered(existing.meta, existingHash, ref) && (owner == ref || !c.isSource(o, owner))
-	if reverted && c.opts.Guard != nil {
+
+	// update
+	ref := k.sourceRef()
+	if p.reverted && c.opts.Guard != nil {
 		if wait, newly := c.opts.Guard.Allow(k.Kind, k.Target+"/"+k.Name); wait > 0 {
-			c.states.put(k, stateContested)
+			c.states.put(k, StateContested)
 			if newly {
 				c.logger.Warn("replica keeps being changed by another writer; backing off", zap.Stringer("pair", k), zap.Duration("backoff", wait))
 				c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaContested, fmt.Sprintf(
@@ -373,10 +301,10 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		}
 	}
 	err = c.write(k, seen, opUpdate, func() error {
-		return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, hash, existing.meta)))
+		return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, existing.meta)))
 	})
 	c.states.set(k, err)
-	if err == nil && reverted {
+	if err == nil && p.reverted {
 		if c.opts.Guard != nil {
 			c.opts.Guard.Reverted(k.Target + "/" + k.Name)
 		}
@@ -385,6 +313,41 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			"this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref))
 	}
 	return err
+}
+
+// pairFacts reads from the cache what planPair needs to know about the pair
+// k: src, existing and ns are its source, the object holding its name in
+// the target, and the target namespace (each nil when gone).
+func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev1.Namespace) (pairFacts, error) {
+	f := pairFacts{
+		ref:           k.sourceRef(),
+		want:          c.decide(src, ns),
+		namespaceGone: ns == nil,
+		object:        k.Kind + " " + k.Target + "/" + k.Name,
+	}
+	if f.want == ensure {
+		f.hash, f.typ, f.immutable = c.hash(src), src.typ, src.immutable
+	}
+	if existing != nil {
+		e := &replicaFacts{meta: existing.meta, typ: existing.typ, immutable: existing.immutable}
+		if f.want == ensure {
+			e.hash = content.Hash(existing.entries())
+		}
+		if owner, managed := ownerOf(existing.meta); managed && owner != f.ref {
+			e.ownerIsSource = c.isSource(o, owner)
+		}
+		f.existing = e
+	}
+	if ns != nil && (f.want == ensure || (f.want == remove && existing != nil)) {
+		winner, err := c.claimant(o, k.Name, ns)
+		if err != nil {
+			return f, err
+		}
+		if winner != nil {
+			f.claimant = winner.ref()
+		}
+	}
+	return f, nil
 }
 
 // heldByFlapping puts k back until the labels of its target namespace have
@@ -418,7 +381,7 @@ func (c *Controller) write(k key, seen time.Time, op string, do func() error) er
 	}
 	c.metrics.writes.WithLabelValues(k.Kind, op).Inc()
 	if !seen.IsZero() {
-		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.now().Sub(seen).Seconds())
+		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.clock.Now().Sub(seen).Seconds())
 	}
 	c.logger.Debug("replica written", zap.Stringer("pair", k), zap.String("op", op))
 	return nil

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
@@ -111,6 +112,7 @@ type fixture struct {
 	client *fake.Clientset
 	inf    *informers.Set
 	c      *Controller
+	clock  *testingclock.FakeClock
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -120,9 +122,11 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(client, inf, record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), Options{
-		SourceNamespaces: globs.List{"platform"}, Workers: 1,
-	})
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c, err := New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(),
+		record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), Options{
+			SourceNamespaces: globs.List{"platform"}, Workers: 1, Clock: clk,
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +137,18 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		switch x := o.(type) {
 		case *corev1.Secret:
 			err = inf.Secrets.Informer().GetIndexer().Add(x)
+		case *corev1.ConfigMap:
+			err = inf.ConfigMaps.Informer().GetIndexer().Add(x)
 		case *corev1.Namespace:
 			err = inf.Namespaces.Informer().GetIndexer().Add(x)
+		default:
+			t.Fatalf("the fixture cannot hold a %T", o)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	return &fixture{t: t, client: client, inf: inf, c: c}
+	return &fixture{t: t, client: client, inf: inf, c: c, clock: clk}
 }
 
 // writes returns the verbs and namespaces of the fake client's write
@@ -280,7 +288,7 @@ func TestDeletedNamespaceDropsItsReplicaState(t *testing.T) {
 	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.c.states.counts()[[2]string{kindSecret, stateInSync}]; got != 1 {
+	if got := f.c.states.counts()[[2]string{kindSecret, StateInSync}]; got != 1 {
 		t.Fatalf("in_sync = %d before the namespace goes, want 1", got)
 	}
 	if err := f.inf.Namespaces.Informer().GetIndexer().Delete(ns("prod", nil)); err != nil {
@@ -347,9 +355,7 @@ func TestFlappingNamespaceWaitsForItsLabelsToHoldStill(t *testing.T) {
 	src := source("env=prod", map[string]string{"k": "v"})
 	on, off := ns("prod", map[string]string{"env": "prod"}), ns("prod", nil)
 	f := newFixture(t, src, on)
-	now := time.Unix(1000, 0)
-	f.c.now = func() time.Time { return now }
-	step := func(d time.Duration) { now = now.Add(d) }
+	step := f.clock.Step
 
 	f.c.onNamespaceUpdate(off, on) // a single change is acted on at once
 	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
@@ -387,5 +393,32 @@ func TestFlappingNamespaceWaitsForItsLabelsToHoldStill(t *testing.T) {
 	f.c.onNamespaceUpdate(off, on)
 	if d := f.c.flapHold("prod"); d != 0 {
 		t.Errorf("hold after a quiet second = %s, want 0", d)
+	}
+}
+
+func TestSyncPairReplicatesAConfigMap(t *testing.T) {
+	src := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "platform", UID: "cm-uid", ResourceVersion: "1",
+			Annotations: map[string]string{wellknown.ReplicateTo: "*"}},
+		Data:       map[string]string{"a": "alpha"},
+		BinaryData: map[string][]byte{"b": {0, 1}},
+	}
+	f := newFixture(t, src, ns("prod", nil))
+	if err := f.c.syncPair(t.Context(), key{Kind: kindConfigMap, Namespace: "platform", Name: "cfg", Target: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	var got *corev1.ConfigMap
+	for _, a := range f.client.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok {
+			got = c.GetObject().(*corev1.ConfigMap)
+		}
+	}
+	if got == nil {
+		t.Fatalf("no ConfigMap created; writes %v", f.writes())
+	}
+	hash := content.Hash(content.ConfigMapEntries(src))
+	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, nil), Data: src.Data, BinaryData: src.BinaryData}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("created replica (-want +got):\n%s", diff)
 	}
 }

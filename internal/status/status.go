@@ -12,8 +12,6 @@ import (
 	"cmp"
 	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,6 +20,7 @@ import (
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 	"github.com/courier-k8s/courier/replicator"
 )
 
@@ -76,7 +75,7 @@ type Options struct {
 type Cluster struct {
 	Namespaces []corev1.Namespace
 	// Objects are every Secret and ConfigMap (metadata is enough for all but
-	// sources); Content returns a source's content hash.
+	// sources, whose Hash is set).
 	Objects   []Object
 	Workloads []Workload
 }
@@ -96,19 +95,13 @@ type Workload struct {
 	Spec *corev1.PodSpec
 }
 
-// WorkloadOf wraps a typed workload object.
+// WorkloadOf wraps a typed workload object (Spec is nil for any other object).
 func WorkloadOf(obj metav1.Object) Workload {
-	switch w := obj.(type) {
-	case *appsv1.Deployment:
-		return Workload{"Deployment", w, &w.Spec.Template.Spec}
-	case *appsv1.StatefulSet:
-		return Workload{"StatefulSet", w, &w.Spec.Template.Spec}
-	case *appsv1.DaemonSet:
-		return Workload{"DaemonSet", w, &w.Spec.Template.Spec}
-	case *batchv1.CronJob:
-		return Workload{"CronJob", w, &w.Spec.JobTemplate.Spec.Template.Spec}
+	kind, t := workload.Of(obj)
+	if t == nil {
+		return Workload{}
 	}
-	return Workload{}
+	return Workload{Kind: kind, Meta: obj, Spec: &t.Spec}
 }
 
 // SecretHash and ConfigMapHash are the content hashes courier stamps on replicas.
@@ -156,20 +149,22 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 				continue
 			}
 			s.Targets++
-			got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]
-			a := map[string]string{}
-			if ok {
-				a = got.Meta.GetAnnotations()
+			// Secrets and ConfigMaps are read as metadata only: what a
+			// replica holds is taken to be what courier stamped on it.
+			var obj metav1.Object
+			var held string
+			if got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]; ok {
+				obj, held = got.Meta, got.Meta.GetAnnotations()[wellknown.ContentHash]
 			}
-			switch {
-			case !ok:
+			switch replicator.Classify(ref, src.Hash, obj, held) {
+			case replicator.Missing:
 				s.Error++
-			case a[wellknown.Source] != ref:
+			case replicator.Foreign, replicator.OtherSources:
 				s.Conflict++
-			case a[wellknown.ContentHash] == src.Hash:
+			case replicator.InSync:
 				s.InSync++
 				replicaNamespaces[ns.Name] = true
-			default:
+			case replicator.Stale:
 				s.Error++
 				replicaNamespaces[ns.Name] = true
 			}

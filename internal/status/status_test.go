@@ -25,7 +25,9 @@ func TestBuildCountsTargetsByState(t *testing.T) {
 	src := secret("platform", "db", map[string]string{wellknown.ReplicateTo: "env=prod"})
 	src.Hash = "h2"
 	replica := func(namespace, hash string) Object {
-		return secret(namespace, "db", map[string]string{wellknown.Source: "platform/db", wellknown.ContentHash: hash})
+		o := secret(namespace, "db", map[string]string{wellknown.Source: "platform/db", wellknown.ContentHash: hash})
+		o.Meta.SetLabels(map[string]string{wellknown.ManagedBy: wellknown.ManagedByValue, wellknown.Replica: "true"})
+		return o
 	}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web",
 		Annotations: map[string]string{wellknown.ReloadedAt: "2026-11-22T07:00:00Z", wellknown.ReloadedFor: "secret/db"}}}

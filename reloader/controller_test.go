@@ -1,0 +1,209 @@
+package reloader
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
+)
+
+// fixture is a reloader on a fake clientset whose informer indexers are
+// filled directly.
+type fixture struct {
+	client   *fake.Clientset
+	inf      *informers.Set
+	c        *Controller
+	recorder *record.FakeRecorder
+}
+
+func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	inf, err := informers.New(client, informers.SourcesIn(func(string) bool { return false }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record.NewFakeRecorder(100)
+	opts.QPS, opts.Burst = 100, 100
+	opts.Clock = testingclock.NewFakeClock(time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC))
+	c, err := New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), rec, prometheus.NewRegistry(), zap.NewNop(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{client: client, inf: inf, c: c, recorder: rec}
+	for _, o := range objs {
+		f.put(t, o)
+	}
+	return f
+}
+
+// put stores o in the cache as the informers would (transformed).
+func (f *fixture) put(t *testing.T, o runtime.Object) {
+	t.Helper()
+	x, _ := informers.Transform(func(metav1.Object) bool { return false })(o.DeepCopyObject())
+	var err error
+	switch x := x.(type) {
+	case *corev1.Secret:
+		err = f.inf.Secrets.Informer().GetIndexer().Update(x)
+	case *corev1.ConfigMap:
+		err = f.inf.ConfigMaps.Informer().GetIndexer().Update(x)
+	case *appsv1.Deployment:
+		err = f.inf.Deployments.Informer().GetIndexer().Update(x)
+	default:
+		t.Fatalf("the fixture cannot hold a %T", x)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sync syncs the deployment app/web and returns the patches it sent.
+func (f *fixture) sync(t *testing.T) []map[string]string {
+	t.Helper()
+	f.client.ClearActions()
+	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	var out []map[string]string
+	for _, a := range f.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			out = append(out, summarize(t, p.GetPatch()))
+		}
+	}
+	return out
+}
+
+// summarize reduces a reloader patch to what it changes: the workload's
+// courier annotations and whether it rolls the pod template out.
+func summarize(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := json.Unmarshal(data, d); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, v := range d.Annotations {
+		if k != wellknown.ReloadedAt {
+			out[k] = v
+		}
+	}
+	if h := d.Spec.Template.Annotations[wellknown.ConfigHash]; h != "" {
+		out["rollout"] = "yes"
+	}
+	return out
+}
+
+func secret(name, value string, annotations map[string]string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Annotations: annotations},
+		Data: map[string][]byte{"k": []byte(value)}}
+}
+
+func deployment(annotations map[string]string, optional bool, secrets ...string) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", ResourceVersion: "3", Annotations: annotations}}
+	for _, s := range secrets {
+		d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: s,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s, Optional: &optional}}})
+	}
+	return d
+}
+
+// baselined runs the first sync of d and stores d as it leaves it.
+func (f *fixture) baselined(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	patches := f.sync(t)
+	if len(patches) != 1 || patches[0]["rollout"] != "" {
+		t.Fatalf("first sight wrote %v, want one baseline patch without a rollout", patches)
+	}
+	d = d.DeepCopy()
+	metav1.SetMetaDataAnnotation(&d.ObjectMeta, wellknown.ConfigInputs, patches[0][wellknown.ConfigInputs])
+	f.put(t, d)
+}
+
+func TestSyncOptInBaselineAndRollout(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   Options
+		deploy *appsv1.Deployment
+		input  map[string]string // annotations of the consumed Secret
+		rolls  bool
+	}{
+		{"workload reload=true", Options{}, deployment(map[string]string{wellknown.Reload: "true"}, false, "db"), nil, true},
+		{"workload reload-on names it", Options{}, deployment(map[string]string{wellknown.ReloadOn: "secret/db"}, false, "db"), nil, true},
+		{"input reload=true", Options{}, deployment(nil, false, "db"), map[string]string{wellknown.Reload: "true"}, true},
+		{"--reload-all", Options{ReloadAll: true}, deployment(nil, false, "db"), nil, true},
+		{"no opt-in", Options{}, deployment(nil, false, "db"), nil, false},
+		{"reload=false wins over --reload-all", Options{ReloadAll: true}, deployment(map[string]string{wellknown.Reload: "false"}, false, "db"), nil, false},
+		{"reload-on names another input", Options{}, deployment(map[string]string{wellknown.ReloadOn: "secret/other"}, false, "db"), nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.opts, secret("db", "v1", tt.input), tt.deploy)
+			if !tt.rolls {
+				f.put(t, secret("db", "v2", tt.input))
+				if got := f.sync(t); len(got) != 0 {
+					t.Fatalf("a workload that did not opt in was patched: %v", got)
+				}
+				return
+			}
+			f.baselined(t, tt.deploy)
+			if got := f.sync(t); len(got) != 0 {
+				t.Fatalf("a second sync with nothing changed wrote %v", got)
+			}
+			f.put(t, secret("db", "v2", tt.input))
+			got := f.sync(t)
+			if len(got) != 1 {
+				t.Fatalf("after the change: %d patches, want 1 rollout", len(got))
+			}
+			if diff := cmp.Diff("yes", got[0]["rollout"]); diff != "" {
+				t.Errorf("rollout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff("secret/db", got[0][wellknown.ReloadedFor]); diff != "" {
+				t.Errorf("reloaded-for (-want +got):\n%s", diff)
+			}
+			if e := <-f.recorder.Events; !strings.Contains(e, ReasonReloaded) {
+				t.Errorf("event %q, want %s", e, ReasonReloaded)
+			}
+		})
+	}
+}
+
+func TestSyncDeletedInputIsInputMissingWithoutRollout(t *testing.T) {
+	for _, optional := range []bool{false, true} {
+		d := deployment(map[string]string{wellknown.Reload: "true"}, optional, "db")
+		f := newFixture(t, Options{}, secret("db", "v1", nil), d)
+		f.baselined(t, d)
+		if err := f.inf.Secrets.Informer().GetIndexer().Delete(secret("db", "", nil)); err != nil {
+			t.Fatal(err)
+		}
+		got := f.sync(t)
+		if len(got) != 1 || got[0]["rollout"] != "" || got[0][wellknown.ConfigInputs] != "" {
+			t.Errorf("optional=%v: deletion wrote %v, want one patch emptying the baseline, no rollout", optional, got)
+		}
+		select {
+		case e := <-f.recorder.Events:
+			if optional || !strings.Contains(e, ReasonInputMissing) || !strings.Contains(e, "secret/db") {
+				t.Errorf("optional=%v: event %q", optional, e)
+			}
+		default:
+			if !optional {
+				t.Errorf("no %s event", ReasonInputMissing)
+			}
+		}
+	}
+}

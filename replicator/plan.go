@@ -1,0 +1,194 @@
+package replicator
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// Replica states, in courier_replicator_replicas and in `courier status`.
+const (
+	StateInSync    = "in_sync"
+	StateConflict  = "conflict"
+	StateError     = "error"
+	StateContested = "contested"
+)
+
+// Found is what holds a source's name in a target namespace, as courier
+// classifies it: the one definition the replicator and `courier status` share.
+type Found int
+
+const (
+	// Missing: nothing holds the name.
+	Missing Found = iota
+	// Foreign: an object courier did not create (none of its markers).
+	Foreign
+	// OtherSources: a replica courier made for another source of that name.
+	OtherSources
+	// Stale: this source's replica, whose content or markers differ from
+	// what courier would write now.
+	Stale
+	// InSync: this source's replica, equal to the source.
+	InSync
+)
+
+// Classify says what obj (nil: nothing) is to the source ref whose content
+// hash is sourceHash; objHash is the content hash of what obj holds.
+func Classify(ref, sourceHash string, obj metav1.Object, objHash string) Found {
+	if obj == nil {
+		return Missing
+	}
+	owner, managed := ownerOf(obj)
+	switch {
+	case !managed:
+		return Foreign
+	case owner != ref:
+		return OtherSources
+	case objHash != sourceHash || tampered(obj, sourceHash, ref):
+		return Stale
+	}
+	return InSync
+}
+
+// ownerOf tells whether courier created m (any of its markers is enough, so
+// a stripped label is reverted rather than taken for a stranger's object)
+// and which source it belongs to ("" if that annotation is gone).
+func ownerOf(m metav1.Object) (source string, managed bool) {
+	source, hasSource := m.GetAnnotations()[wellknown.Source]
+	l := m.GetLabels()
+	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
+}
+
+// tampered reports whether a replica courier wrote was changed since: its
+// content no longer matches the hash courier stamped on it, or courier's
+// labels or annotations were edited.
+func tampered(m metav1.Object, hash string, sourceRef string) bool {
+	l, a := m.GetLabels(), m.GetAnnotations()
+	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
+		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true"
+}
+
+// decision is what a pair needs, whatever the target holds.
+type decision int
+
+const (
+	leave  decision = iota // touch nothing (invalid selector, namespace going away)
+	ensure                 // a replica must exist and equal the source
+	remove                 // this source's replica must not be here
+)
+
+// pairFacts is everything a pair's plan depends on, read from the cache.
+type pairFacts struct {
+	ref           string   // the source, "namespace/name"
+	want          decision // what the pair needs
+	namespaceGone bool
+	// claimant is the oldest source of this name that wants a replica in
+	// the target ("" for none).
+	claimant string
+	// The source's content hash, type and immutability (want == ensure).
+	hash      string
+	typ       corev1.SecretType
+	immutable bool
+	// object names the target object in messages: "Secret prod/db".
+	object string
+	// existing is what holds the name in the target (nil: nothing).
+	existing *replicaFacts
+}
+
+// replicaFacts is the object holding the name in the target namespace.
+type replicaFacts struct {
+	meta      metav1.Object
+	hash      string // the content hash of what it holds (want == ensure)
+	typ       corev1.SecretType
+	immutable bool
+	// ownerIsSource: the source it names as its own is a live source.
+	ownerIsSource bool
+}
+
+// action is the write a pair's plan makes.
+type action int
+
+const (
+	none     action = iota
+	create          // the replica
+	update          // the replica, in place
+	recreate        // delete and create: type and immutable data cannot be updated
+	del             // the replica
+	conflict        // the name is taken: report it, write nothing
+	handOver        // leave this replica to the claimant's pair, which takes it over
+)
+
+// pairState is what the pair's entry in courier_replicator_replicas becomes.
+type pairState int
+
+const (
+	keepState     pairState = iota // unchanged
+	forgetState                    // the pair needs no replica: no entry
+	inSyncState                    // in sync with no write
+	conflictState                  // blocked by a conflict
+	writtenState                   // in sync once the write succeeds, else error
+)
+
+// plan is what syncing a pair does.
+type plan struct {
+	action action
+	state  pairState
+	// reason says why a conflict blocks the pair.
+	reason string
+	// reverted: the write undoes someone else's change to the replica.
+	reverted bool
+}
+
+// planPair decides what a pair's sync does from the facts alone: at most
+// one write (two for recreate). It reads nothing and writes nothing.
+func planPair(f pairFacts) plan {
+	e := f.existing
+	var found Found
+	if e != nil {
+		found = Classify(f.ref, f.hash, e.meta, e.hash)
+	}
+	switch {
+	case found == Foreign && f.want == ensure:
+		return plan{action: conflict, state: conflictState, reason: f.object + " exists and was not created by courier; it is left untouched"}
+	case found == Foreign, found == OtherSources && f.want != ensure:
+		return plan{state: forgetState} // not ours to touch
+	}
+
+	switch f.want {
+	case leave:
+		if f.namespaceGone {
+			return plan{state: forgetState} // the namespace and its replica are gone
+		}
+		return plan{}
+	case remove:
+		switch {
+		case e == nil:
+			return plan{state: forgetState}
+		case f.claimant != "" && f.claimant != f.ref:
+			// A live source that wants this name here takes the replica over
+			// (its pair reverts the metadata) rather than see it deleted and
+			// created again.
+			return plan{action: handOver, state: forgetState}
+		}
+		return plan{action: del, state: forgetState}
+	}
+
+	// ensure: the oldest source claiming this name here wins.
+	if f.claimant != "" && f.claimant != f.ref {
+		return plan{action: conflict, state: conflictState, reason: "the older source " + f.claimant + " wins"}
+	}
+	switch {
+	case e == nil:
+		return plan{action: create, state: writtenState}
+	case e.typ != f.typ || e.immutable != f.immutable || (e.immutable && e.hash != f.hash):
+		return plan{action: recreate, state: writtenState}
+	case found == InSync:
+		return plan{state: inSyncState}
+	}
+	// Someone else changed it since courier wrote it, unless it is another
+	// source's replica that this older source takes over.
+	owner, _ := ownerOf(e.meta)
+	reverted := tampered(e.meta, e.hash, f.ref) && (owner == f.ref || !e.ownerIsSource)
+	return plan{action: update, state: writtenState, reverted: reverted}
+}

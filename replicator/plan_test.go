@@ -1,0 +1,139 @@
+package replicator
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// TestPlanPair has a row for each line of docs/SPEC.md that a pair's plan
+// decides; the facts are what syncPair reads from the cache.
+func TestPlanPair(t *testing.T) {
+	const ref, hash = "platform/db", "h2"
+	ours := func(stamped string) metav1.Object {
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", stamped, nil)
+		return &m
+	}
+	theirs := func(owner string) metav1.Object {
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, nil)
+		m.Annotations[wellknown.Source] = owner
+		return &m
+	}
+	foreign := &metav1.ObjectMeta{Namespace: "prod", Name: "db"}
+	edited := func(f func(*metav1.ObjectMeta)) metav1.Object {
+		m := ours(hash).(*metav1.ObjectMeta)
+		f(m)
+		return m
+	}
+	replica := func(m metav1.Object, held string) *replicaFacts {
+		return &replicaFacts{meta: m, hash: held, typ: corev1.SecretTypeOpaque}
+	}
+	ensuring := func(existing *replicaFacts) pairFacts {
+		return pairFacts{ref: ref, want: ensure, claimant: ref, hash: hash, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
+	}
+	with := func(f pairFacts, change func(*pairFacts)) pairFacts { change(&f); return f }
+
+	tests := []struct {
+		spec  string
+		facts pairFacts
+		want  plan
+	}{
+		{"new matching namespace → replica created", ensuring(nil),
+			plan{action: create, state: writtenState}},
+		{"replica deleted → recreated", ensuring(nil),
+			plan{action: create, state: writtenState}},
+		{"restart or leader change writes nothing when in sync", ensuring(replica(ours(hash), hash)),
+			plan{state: inSyncState}},
+		{"source content changed → every replica updated", ensuring(replica(ours("h1"), "h1")),
+			plan{action: update, state: writtenState}},
+		{"a replica's content changed by someone else is reverted", ensuring(replica(ours(hash), "edited")),
+			plan{action: update, state: writtenState, reverted: true}},
+		{"courier's annotation edited is reverted", ensuring(replica(edited(func(m *metav1.ObjectMeta) { m.Annotations[wellknown.ContentHash] = "x" }), hash)),
+			plan{action: update, state: writtenState, reverted: true}},
+		{"courier's label removed is reverted", ensuring(replica(edited(func(m *metav1.ObjectMeta) { delete(m.Labels, wellknown.ManagedBy) }), hash)),
+			plan{action: update, state: writtenState, reverted: true}},
+		{"a label of someone else's added to a replica is left alone", ensuring(replica(edited(func(m *metav1.ObjectMeta) { m.Labels["team"] = "a" }), hash)),
+			plan{state: inSyncState}},
+		{"source immutable changed → replica deleted and created again",
+			with(ensuring(replica(ours(hash), hash)), func(f *pairFacts) { f.immutable = true }),
+			plan{action: recreate, state: writtenState}},
+		{"source type changed → replica deleted and created again",
+			with(ensuring(replica(ours(hash), hash)), func(f *pairFacts) { f.typ = corev1.SecretTypeTLS }),
+			plan{action: recreate, state: writtenState}},
+		{"an object courier did not create is never modified: ReplicaConflict", ensuring(replica(foreign, "x")),
+			plan{action: conflict, state: conflictState, reason: "Secret prod/db exists and was not created by courier; it is left untouched"}},
+		{"an object courier did not create is never deleted",
+			pairFacts{ref: ref, want: remove, existing: replica(foreign, "")},
+			plan{state: forgetState}},
+		{"two sources claim one name: the older wins, the younger gets the event",
+			with(ensuring(replica(theirs("other/db"), hash)), func(f *pairFacts) { f.claimant = "other/db" }),
+			plan{action: conflict, state: conflictState, reason: "the older source other/db wins"}},
+		{"the older source takes over the younger's replica (no revert)",
+			ensuring(&replicaFacts{meta: theirs("other/db"), hash: hash, typ: corev1.SecretTypeOpaque, ownerIsSource: true}),
+			plan{action: update, state: writtenState}},
+		{"a replica naming a source that does not exist is taken over as a revert",
+			ensuring(replica(theirs("gone/db"), hash)),
+			plan{action: update, state: writtenState, reverted: true}},
+		{"selector narrowed or annotation removed → replica deleted",
+			pairFacts{ref: ref, want: remove, existing: replica(ours(hash), "")},
+			plan{action: del, state: forgetState}},
+		{"source deleted → replica deleted",
+			pairFacts{ref: ref, want: remove, existing: replica(ours(hash), "")},
+			plan{action: del, state: forgetState}},
+		{"no longer targeted, another source wants the name here: handed over, not deleted",
+			pairFacts{ref: ref, want: remove, claimant: "other/db", existing: replica(ours(hash), "")},
+			plan{action: handOver, state: forgetState}},
+		{"another source's replica is not ours to remove",
+			pairFacts{ref: ref, want: remove, existing: replica(theirs("other/db"), "")},
+			plan{state: forgetState}},
+		{"not targeted and nothing there: nothing",
+			pairFacts{ref: ref, want: remove},
+			plan{state: forgetState}},
+		{"an invalid selector changes nothing (existing replicas stay)",
+			pairFacts{ref: ref, want: leave, existing: replica(ours(hash), "")},
+			plan{}},
+		{"a namespace being deleted gets nothing",
+			pairFacts{ref: ref, want: leave},
+			plan{}},
+		{"a namespace gone: its pair is forgotten",
+			pairFacts{ref: ref, want: leave, namespaceGone: true},
+			plan{state: forgetState}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			got := planPair(tt.facts)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(plan{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	const ref, hash = "platform/db", "h"
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", hash, nil)
+	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, nil)
+	tests := []struct {
+		name    string
+		obj     metav1.Object
+		objHash string
+		want    Found
+	}{
+		{"nothing", nil, "", Missing},
+		{"a stranger's object", &metav1.ObjectMeta{Name: "db"}, hash, Foreign},
+		{"another source's replica", &other, hash, OtherSources},
+		{"ours, content differs", &m, "old", Stale},
+		{"ours, equal", &m, hash, InSync},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Classify(ref, hash, tt.obj, tt.objHash); got != tt.want {
+				t.Errorf("Classify = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
