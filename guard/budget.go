@@ -28,9 +28,14 @@ type Budget struct {
 	clock     clock.PassiveClock
 	contested *prometheus.CounterVec
 
-	mu       sync.Mutex
-	replicas map[string]*history
+	mu        sync.Mutex
+	replicas  map[replicaKey]*history
+	lastSweep time.Time
 }
+
+// replicaKey names one replica: a Secret and a ConfigMap of one name in one
+// namespace are two replicas, each with its own budget.
+type replicaKey struct{ kind, replica string }
 
 type history struct {
 	reverts  []time.Time // within Window
@@ -48,14 +53,14 @@ func NewBudget(reg prometheus.Registerer, clk clock.PassiveClock) *Budget {
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "replicas_contested_total",
 			Help: "Times courier stopped reverting a replica that another writer kept changing, by kind.",
 		}, []string{"kind"}),
-		replicas: map[string]*history{},
+		replicas: map[replicaKey]*history{},
 	}
 	reg.MustRegister(b.contested)
 	metrics.Zero(b.contested, []string{wellknown.KindSecret, wellknown.KindConfigMap})
 	return b
 }
 
-// Allow is asked before reverting replica (any stable identifier). It
+// Allow is asked before reverting replica (kind and any stable identifier). It
 // returns 0 when the revert may go ahead; otherwise how long to wait, and
 // whether this call started a new backoff (the moment to tell the user with
 // a ReplicaContested event). Only reverts that were written count: call
@@ -64,7 +69,7 @@ func (b *Budget) Allow(kind, replica string) (wait time.Duration, newlyContested
 	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.history(replica, now)
+	h := b.history(replicaKey{kind, replica}, now)
 	if now.Before(h.until) {
 		return h.until.Sub(now), false
 	}
@@ -83,20 +88,30 @@ func (b *Budget) Allow(kind, replica string) (wait time.Duration, newlyContested
 }
 
 // Reverted records a revert of replica that was written.
-func (b *Budget) Reverted(replica string) {
+func (b *Budget) Reverted(kind, replica string) {
 	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.history(replica, now)
+	h := b.history(replicaKey{kind, replica}, now)
 	h.reverts = append(h.recent(now), now)
 }
 
 // history returns replica's history, new if it was quiet for ResetAfter.
-func (b *Budget) history(replica string, now time.Time) *history {
-	h := b.replicas[replica]
+// Once a Window it forgets every replica quiet for that long, so the budget
+// holds only replicas reverted in the last ResetAfter.
+func (b *Budget) history(k replicaKey, now time.Time) *history {
+	if now.Sub(b.lastSweep) > Window {
+		b.lastSweep = now
+		for k, h := range b.replicas {
+			if now.Sub(h.lastSeen) > ResetAfter {
+				delete(b.replicas, k)
+			}
+		}
+	}
+	h := b.replicas[k]
 	if h == nil || now.Sub(h.lastSeen) > ResetAfter {
 		h = &history{}
-		b.replicas[replica] = h
+		b.replicas[k] = h
 	}
 	h.lastSeen = now
 	return h
@@ -114,9 +129,16 @@ func (h *history) recent(now time.Time) []time.Time {
 	return kept
 }
 
-// Forget drops a replica's history (it was deleted).
-func (b *Budget) Forget(replica string) {
+// Forget drops a replica's history: it is gone, or no longer wanted.
+func (b *Budget) Forget(kind, replica string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.replicas, replica)
+	delete(b.replicas, replicaKey{kind, replica})
+}
+
+// Len is how many replicas the budget holds a history for.
+func (b *Budget) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.replicas)
 }

@@ -15,7 +15,7 @@ func TestBudgetAllowsFiveRevertsAMinuteThenBacksOffExponentially(t *testing.T) {
 	revert := func() time.Duration {
 		wait, _ := b.Allow("Secret", "ns/x")
 		if wait == 0 {
-			b.Reverted("ns/x")
+			b.Reverted("Secret", "ns/x")
 		}
 		return wait
 	}
@@ -53,7 +53,7 @@ func TestBudgetResetsAfterQuiet(t *testing.T) {
 	b := NewBudget(prometheus.NewRegistry(), clk)
 	for range RevertsPerWindow {
 		b.Allow("Secret", "ns/x")
-		b.Reverted("ns/x")
+		b.Reverted("Secret", "ns/x")
 	}
 	if wait, _ := b.Allow("Secret", "ns/x"); wait != FirstBackoff {
 		t.Fatalf("wait %s, want %s", wait, FirstBackoff)
@@ -71,7 +71,7 @@ func TestRevertsOutsideTheWindowDoNotCount(t *testing.T) {
 		if wait, _ := b.Allow("Secret", "ns/x"); wait != 0 {
 			t.Fatalf("revert %d denied though reverts are 13 s apart", i+1)
 		}
-		b.Reverted("ns/x")
+		b.Reverted("Secret", "ns/x")
 		clk.SetTime(clk.Now().Add(13 * time.Second)) // at most 5 in any minute
 	}
 }
@@ -82,5 +82,29 @@ func TestOnlyWrittenRevertsCount(t *testing.T) {
 		if wait, _ := b.Allow("Secret", "ns/x"); wait != 0 {
 			t.Fatalf("attempt %d denied though no revert was written", i+1)
 		}
+	}
+}
+
+func TestBudgetIsPerKindAndForgetsQuietReplicas(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(time.Unix(0, 0))
+	b := NewBudget(prometheus.NewRegistry(), clk)
+	for range RevertsPerWindow {
+		b.Allow("ConfigMap", "ns/app")
+		b.Reverted("ConfigMap", "ns/app")
+	}
+	if wait, _ := b.Allow("ConfigMap", "ns/app"); wait == 0 {
+		t.Fatal("the ConfigMap is not contested after 5 reverts")
+	}
+	if wait, _ := b.Allow("Secret", "ns/app"); wait != 0 {
+		t.Errorf("the Secret of the same name is held off %s by the ConfigMap's fight", wait)
+	}
+	b.Forget("Secret", "ns/app")
+	if got := b.Len(); got != 1 {
+		t.Fatalf("Len = %d after forgetting the Secret, want 1", got)
+	}
+	clk.SetTime(clk.Now().Add(ResetAfter + Window + time.Second))
+	b.Allow("Secret", "ns/other")
+	if got := b.Len(); got != 1 {
+		t.Errorf("Len = %d, want 1: the quiet ConfigMap's history should be gone", got)
 	}
 }
