@@ -182,13 +182,22 @@ func planPair(f pairFacts) plan {
 	case e == nil:
 		return plan{action: create, state: writtenState}
 	case e.typ != f.typ || e.immutable != f.immutable || (e.immutable && e.hash != f.hash):
-		return plan{action: recreate, state: writtenState}
+		// A source can become immutable but never mutable again, so a
+		// replica that is immutable while its source is not was made so by
+		// someone else (a mutating policy, say): undoing that is a revert,
+		// counted against the budget like any other.
+		reverted := (e.immutable && !f.immutable) || changedBySomeoneElse(f, e)
+		return plan{action: recreate, state: writtenState, reverted: reverted}
 	case found == InSync:
 		return plan{state: inSyncState}
 	}
-	// Someone else changed it since courier wrote it, unless it is another
-	// source's replica that this older source takes over.
+	return plan{action: update, state: writtenState, reverted: changedBySomeoneElse(f, e)}
+}
+
+// changedBySomeoneElse reports whether the replica was changed since courier
+// wrote it, unless it is another source's replica that this older source
+// takes over.
+func changedBySomeoneElse(f pairFacts, e *replicaFacts) bool {
 	owner, _ := ownerOf(e.meta)
-	reverted := tampered(e.meta, e.hash, f.ref) && (owner == f.ref || !e.ownerIsSource)
-	return plan{action: update, state: writtenState, reverted: reverted}
+	return tampered(e.meta, e.hash, f.ref) && (owner == f.ref || !e.ownerIsSource)
 }
