@@ -39,12 +39,12 @@ func Transform(keep KeepValues) cache.TransformFunc {
 		case *corev1.Secret:
 			trimMeta(&o.ObjectMeta)
 			if !keep(o) {
-				digestSecret(o)
+				content.DigestSecret(o)
 			}
 		case *corev1.ConfigMap:
 			trimMeta(&o.ObjectMeta)
 			if !keep(o) {
-				digestConfigMap(o)
+				content.DigestConfigMap(o)
 			}
 		case *corev1.Namespace:
 			trimMeta(&o.ObjectMeta)
@@ -123,53 +123,6 @@ func trimMeta(m *metav1.ObjectMeta) {
 	}
 }
 
-func digestSecret(s *corev1.Secret) {
-	if content.IsDigested(s) {
-		return
-	}
-	data := make(map[string][]byte, len(s.Data))
-	for k, v := range s.Data {
-		data[k] = []byte(content.Digest(v))
-	}
-	s.Data = data
-	s.StringData = nil
-	s.Annotations = markDigested(s.Annotations)
-}
-
-func digestConfigMap(cm *corev1.ConfigMap) {
-	if content.IsDigested(cm) {
-		return
-	}
-	if cm.Data != nil {
-		data := make(map[string]string, len(cm.Data))
-		for k, v := range cm.Data {
-			data[k] = content.Digest([]byte(v))
-		}
-		cm.Data = data
-	}
-	if cm.BinaryData != nil {
-		bin := make(map[string][]byte, len(cm.BinaryData))
-		for k, v := range cm.BinaryData {
-			bin[k] = []byte(content.Digest(v))
-		}
-		cm.BinaryData = bin
-	}
-	cm.Annotations = markDigested(cm.Annotations)
-}
-
-// digestedOnly is the annotations of every digested object that had none:
-// one map for all of them (most Secrets and ConfigMaps carry no annotation,
-// and a map each was a sixth of courier's heap). Like everything in an
-// informer cache, it is never modified.
-var digestedOnly = map[string]string{content.DigestedAnnotation: content.DigestedValue}
-
-func markDigested(annotations map[string]string) map[string]string {
-	if len(annotations) == 0 {
-		return digestedOnly
-	}
-	return with(annotations, content.DigestedAnnotation, content.DigestedValue)
-}
-
 func without(m map[string]string, key string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
@@ -177,14 +130,5 @@ func without(m map[string]string, key string) map[string]string {
 			out[k] = v
 		}
 	}
-	return out
-}
-
-func with(m map[string]string, key, value string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	out[key] = value
 	return out
 }

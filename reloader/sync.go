@@ -77,9 +77,12 @@ func configHash(b baseline) string {
 }
 
 // consumedDigest is the digest of the keys ref consumes from entries: all of
-// them, or only the listed ones that exist.
+// them, or only the listed ones that exist. An object the cache holds as one
+// whole-content digest (more than content.MaxKeyDigests keys) is consumed
+// as a whole.
 func consumedDigest(ref inputs.Ref, entries []content.Entry) string {
-	if !ref.All() {
+	whole := len(entries) == 1 && entries[0].Whole
+	if !ref.All() && !whole {
 		want := map[string]bool{}
 		for _, k := range ref.Keys {
 			want[k] = true
@@ -248,7 +251,7 @@ func (c *Controller) observe(k key, obj any) (observed, bool) {
 
 // sync carries out the decision on one workload: at most one patch.
 func (c *Controller) sync(ctx context.Context, k key) error {
-	seen, _ := c.pending.Take(k)
+	seen, _ := c.queue.Take(k)
 	obj, ok, err := c.workloads[k.Kind].GetByKey(k.Namespace + "/" + k.Name)
 	if err != nil || !ok {
 		return err
@@ -282,7 +285,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	}
 	if err := c.write(ctx, k, w, o.now, d.changed); err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
-		c.pending.Remember(k, seen) // the retry still measures from the change
+		c.queue.Remember(k, seen) // the retry still measures from the change
 		return err
 	}
 	c.metrics.reloads.WithLabelValues(k.Kind, "success").Inc()

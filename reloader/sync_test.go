@@ -2,9 +2,11 @@ package reloader
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
@@ -54,6 +56,17 @@ func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
 	}
 	if consumedDigest(whole, entries("1", "1")) == consumedDigest(whole, entries("1", "2")) {
 		t.Errorf("a whole-object consumer did not see key b change")
+	}
+	many := &corev1.ConfigMap{Data: map[string]string{"a": "1"}}
+	for i := range content.MaxKeyDigests {
+		many.Data[fmt.Sprintf("k%d", i)] = ""
+	}
+	before := many.DeepCopy()
+	content.DigestConfigMap(before)
+	many.Data["a"] = "2"
+	content.DigestConfigMap(many)
+	if consumedDigest(onlyA, content.ConfigMapEntries(before)) == consumedDigest(onlyA, content.ConfigMapEntries(many)) {
+		t.Errorf("a change to key a of an object held as one digest did not change the digest of a keyRef to a")
 	}
 	if got := len(consumedDigest(whole, nil)); got != digestLen {
 		t.Errorf("digest length %d, want %d", got, digestLen)

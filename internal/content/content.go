@@ -12,12 +12,11 @@ import (
 )
 
 // DigestedAnnotation marks an object in courier's cache whose values were
-// replaced by their digests. It only ever exists in memory: courier never
-// writes cached objects back.
+// replaced by their digests. It only ever exists in memory with a value
+// drawn by this process (see markKeys): courier never writes cached objects
+// back, and the same annotation on an object from the API server marks
+// nothing.
 const DigestedAnnotation = "cache.courier.dev/values"
-
-// DigestedValue is the value of DigestedAnnotation.
-const DigestedValue = "sha256"
 
 // Digest is the hex sha256 of one value.
 func Digest(value []byte) string {
@@ -25,17 +24,24 @@ func Digest(value []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Entry is one key of an object's content.
+// Entry is one key of an object's content, or, with Whole, the hash of an
+// object's whole content (the cache keeps only that for objects of more than
+// MaxKeyDigests keys).
 type Entry struct {
+	Whole bool
 	// Binary is true for Secret data and ConfigMap binaryData.
 	Binary bool
 	Key    string
 	Digest string
 }
 
-// Hash is the hex sha256 over entries in key order. Keys are unique across
+// Hash is the hex sha256 over entries in key order (for a Whole entry, its
+// digest). Keys are unique across
 // data and binaryData (the API server enforces it), so the order is total.
 func Hash(entries []Entry) string {
+	if len(entries) == 1 && entries[0].Whole {
+		return entries[0].Digest
+	}
 	sorted := append([]Entry(nil), entries...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
 	h := sha256.New()
