@@ -121,7 +121,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	inf, err := informers.New(client, informers.SourcesIn(o.SourceNamespaces.Match))
+	inf, err := informers.New(client, o.SourceNamespaces.Match)
 	if err != nil {
 		return err
 	}

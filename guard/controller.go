@@ -55,7 +55,7 @@ type Controller struct {
 	indexers   map[string]cache.Indexer
 	namespaces corelisters.NamespaceLister
 	synced     []cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[key]
+	queue      *workers.Queue[key]
 	restored   *prometheus.CounterVec
 	budget     *Budget
 
@@ -82,9 +82,9 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per source: 100 ms doubling to 1 min; a restore that keeps
 		// failing (quota, policy) keeps being retried, never dropped.
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics, Clock: o.Clock}),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		restored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "sources_restored_total",
 			Help: "Protected sources that were deleted and recreated from their last-seen state, by kind.",
@@ -96,6 +96,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	metrics.Zero(c.restored, []string{wellknown.KindSecret, wellknown.KindConfigMap})
 	for kind, inf := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: secrets, wellknown.KindConfigMap: configMaps} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onAdd(kind, obj) },
 			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
 		}); err != nil {
 			return nil, fmt.Errorf("guard: %s handler: %w", kind, err)
@@ -118,15 +119,30 @@ func (c *Controller) Allow(kind, replica string) (time.Duration, bool) {
 }
 
 // Reverted records a revert the replicator wrote.
-func (c *Controller) Reverted(replica string) { c.budget.Reverted(replica) }
+func (c *Controller) Reverted(kind, replica string) { c.budget.Reverted(kind, replica) }
+
+// Forget drops the revert budget of a replica that is gone or no longer wanted.
+func (c *Controller) Forget(kind, replica string) { c.budget.Forget(kind, replica) }
 
 // Restoring reports whether a deleted protected source is waiting to be
-// restored; the replicator leaves its replicas alone meanwhile.
+// restored, until the cache holds it again; the replicator leaves its
+// replicas alone meanwhile.
 func (c *Controller) Restoring(kind, namespace, name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.lastSeen[key{kind, namespace, name}]
 	return ok
+}
+
+// onAdd forgets a deleted protected source once the cache holds an object of
+// its name again: restored, by this process or another, or recreated by
+// someone. Every process, standby included, records and forgets alike, so a
+// new leader restores only what is still missing.
+func (c *Controller) onAdd(kind string, obj any) {
+	m, ok := obj.(metav1.Object)
+	if ok {
+		c.forget(key{kind, m.GetNamespace(), m.GetName()})
+	}
 }
 
 func (c *Controller) onDelete(kind string, obj any) {
@@ -141,19 +157,33 @@ func (c *Controller) onDelete(kind string, obj any) {
 	c.mu.Lock()
 	c.lastSeen[k] = m
 	c.mu.Unlock()
-	c.queue.Add(k)
+	c.queue.Add(k, time.Time{})
 }
 
-// Run restores until ctx ends, then stops the queue and waits for the worker.
+// Run restores while this process leads, until ctx ends; it may be called
+// again for the next term (see package workers).
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("guard", ctx.Done(), c.synced...) {
 		return nil
 	}
-	workers.Run(ctx, c.queue, 1, key{}, c.sync, func(k key, err error) {
+	c.queue.Run(ctx, 1, key{}, c.resync, c.sync, func(k key, err error) {
 		c.logger.Error("restoring a protected source failed; retrying with backoff", zap.Stringer("source", k), zap.Error(err))
 	})
 	return nil
+}
+
+// resync starts a term: every deleted protected source still missing.
+func (c *Controller) resync() {
+	c.mu.Lock()
+	keys := make([]key, 0, len(c.lastSeen))
+	for k := range c.lastSeen {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.Add(k, time.Time{})
+	}
 }
 
 func (c *Controller) forget(k key) {
@@ -185,15 +215,15 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return err
 	}
 
+	// The record stays until the cache holds the restored object (onAdd),
+	// so the replicator keeps the replicas until it can see their source.
 	restored, err := c.create(ctx, k.Kind, last)
 	if apierrors.IsAlreadyExists(err) {
-		c.forget(k)
-		return nil
+		return nil // someone recreated it: onAdd forgets the record
 	}
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", k, err)
 	}
-	c.forget(k)
 	c.restored.WithLabelValues(k.Kind).Inc()
 	c.logger.Warn("protected source was deleted; restored it from its last-seen state", zap.Stringer("source", k))
 	c.recorder.Event(restored, corev1.EventTypeWarning, ReasonSourceRestored, fmt.Sprintf(

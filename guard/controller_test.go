@@ -82,8 +82,12 @@ func TestRestoreRecreatesADeletedProtectedSource(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("restored (-want +got):\n%s", diff)
 	}
+	if !f.c.Restoring(k.Kind, k.Namespace, k.Name) {
+		t.Error("not restoring any more before the cache holds the restored source: its replicas could be deleted")
+	}
+	f.c.onAdd(k.Kind, got)
 	if f.c.Restoring(k.Kind, k.Namespace, k.Name) {
-		t.Error("still restoring after the restore")
+		t.Error("still restoring once the cache holds the restored source")
 	}
 	if e := <-f.recorder.Events; !strings.Contains(e, ReasonSourceRestored) {
 		t.Errorf("event %q, want %s", e, ReasonSourceRestored)

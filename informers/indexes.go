@@ -13,29 +13,32 @@ import (
 // Index names on the Secret and ConfigMap informers.
 const (
 	// SourcesByName indexes every object carrying courier.dev/replicate-to
-	// by its name: the sources that could claim a replica of that name. Its
-	// index values (ListIndexFuncValues) are the names of all sources.
+	// in an allowed source namespace by its name: the sources that could
+	// claim a replica of that name. Its index values (ListIndexFuncValues)
+	// are the names of all such sources. Annotated objects elsewhere are not
+	// in it, so they never fan out.
 	SourcesByName = "courier.dev/sources-by-name"
 	// ReplicasBySource indexes replicas by their courier.dev/source
 	// annotation, "<namespace>/<name>".
 	ReplicasBySource = "courier.dev/replicas-by-source"
 )
 
-// ContentIndexers are the indexers every Secret and ConfigMap informer gets.
-var ContentIndexers = cache.Indexers{
-	SourcesByName:    indexSourcesByName,
-	ReplicasBySource: indexReplicasBySource,
-}
-
-func indexSourcesByName(obj any) ([]string, error) {
-	m, err := metaOf(obj)
-	if err != nil {
-		return nil, err
+// ContentIndexers are the indexers every Secret and ConfigMap informer gets;
+// allowed says which namespaces may hold sources.
+func ContentIndexers(allowed func(namespace string) bool) cache.Indexers {
+	return cache.Indexers{
+		SourcesByName: func(obj any) ([]string, error) {
+			m, err := metaOf(obj)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := m.GetAnnotations()[wellknown.ReplicateTo]; !ok || !allowed(m.GetNamespace()) {
+				return nil, nil
+			}
+			return []string{m.GetName()}, nil
+		},
+		ReplicasBySource: indexReplicasBySource,
 	}
-	if _, ok := m.GetAnnotations()[wellknown.ReplicateTo]; !ok {
-		return nil, nil
-	}
-	return []string{m.GetName()}, nil
 }
 
 func indexReplicasBySource(obj any) ([]string, error) {

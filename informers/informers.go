@@ -40,8 +40,10 @@ type Set struct {
 // New builds every informer (so all of them start, and readiness waits for
 // all of them) without starting any. There is no resync: courier reacts to
 // changes, and resyncs would only re-deliver what the cache already holds.
-func New(client kubernetes.Interface, keep KeepValues) (*Set, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(keep)))
+//
+// allowed says which namespaces may hold sources (--source-namespaces).
+func New(client kubernetes.Interface, allowed func(namespace string) bool) (*Set, error) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(allowed))))
 	s := &Set{
 		factory:      f,
 		ConfigMaps:   f.Core().V1().ConfigMaps(),
@@ -56,7 +58,7 @@ func New(client kubernetes.Interface, keep KeepValues) (*Set, error) {
 		inf.Informer()
 	}
 	for _, inf := range []informerGetter{s.Secrets, s.ConfigMaps} {
-		if err := inf.Informer().AddIndexers(ContentIndexers); err != nil {
+		if err := inf.Informer().AddIndexers(ContentIndexers(allowed)); err != nil {
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
 	}

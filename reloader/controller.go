@@ -54,11 +54,9 @@ type Controller struct {
 	secrets    cache.Indexer
 	configMaps cache.Indexer
 	synced     []cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[key]
+	queue      *workers.Queue[key]
 	limiter    flowcontrol.RateLimiter
 	metrics    *reloaderMetrics
-
-	pending *workers.Pending[key] // when the change a workload waits for was first seen
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -81,12 +79,11 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		configMaps: configMaps.GetIndexer(),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced},
 		// Backoff per workload: 200 ms doubling to 5 min.
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock}),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		limiter: flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
 		metrics: newMetrics(reg),
-		pending: workers.NewPending[key](),
 	}
 	for _, kind := range workload.Kinds {
 		i, ok := workloads[kind]
@@ -111,15 +108,26 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 	return c, nil
 }
 
-// Run syncs while this process leads, until ctx ends. The queue outlives
-// the term (see package workers), so Run may be called again.
+// Run syncs while this process leads, until ctx ends; it may be called again
+// for the next term (see package workers).
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("reloader", ctx.Done(), c.synced...) {
 		return nil
 	}
-	workers.Run(ctx, c.queue, workerCount, key{}, c.sync, c.failed)
+	c.queue.Run(ctx, workerCount, key{}, c.resync, c.sync, c.failed)
 	return nil
+}
+
+// resync starts a term: every workload is compared with its baseline.
+func (c *Controller) resync() {
+	for kind, idx := range c.workloads {
+		for _, k := range idx.ListKeys() {
+			if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil {
+				c.queue.Add(key{Kind: kind, Namespace: ns, Name: name}, time.Time{})
+			}
+		}
+	}
 }
 
 func (c *Controller) failed(k key, err error) {
@@ -133,8 +141,7 @@ func (c *Controller) failed(k key, err error) {
 // was first seen. A key already waiting keeps its earlier time, so changes
 // within the window share one sync.
 func (c *Controller) changed(k key) {
-	c.pending.Remember(k, c.opts.Clock.Now())
-	c.queue.AddAfter(k, c.opts.Debounce)
+	c.queue.AddAfter(k, c.opts.Debounce, c.opts.Clock.Now())
 }
 
 func workloadKey(obj any) (key, bool) {
@@ -149,7 +156,7 @@ func workloadKey(obj any) (key, bool) {
 // onWorkload handles a workload seen for the first time (or on start-up).
 func (c *Controller) onWorkload(obj any) {
 	if k, ok := workloadKey(obj); ok {
-		c.queue.Add(k)
+		c.queue.Add(k, time.Time{})
 	}
 }
 
@@ -176,7 +183,7 @@ func (c *Controller) onWorkloadDelete(obj any) {
 		obj = d.Obj
 	}
 	if k, ok := workloadKey(obj); ok {
-		c.pending.Take(k)
+		c.queue.Take(k)
 	}
 }
 

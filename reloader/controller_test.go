@@ -35,7 +35,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, informers.SourcesIn(func(string) bool { return false }))
+	inf, err := informers.New(client, func(string) bool { return false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,9 @@ type Guard interface {
 	// backoff.
 	Allow(kind, replica string) (wait time.Duration, newlyContested bool)
 	// Reverted records a revert that was written.
-	Reverted(replica string)
+	Reverted(kind, replica string)
+	// Forget drops what is kept about a replica that is gone or no longer wanted.
+	Forget(kind, replica string)
 }
 
 // restoreGrace delays the fan-out after a protected source's deletion, so
@@ -78,13 +80,11 @@ type Controller struct {
 	objects    map[string]*objects
 	namespaces corelisters.NamespaceLister
 	synced     []cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[key]
+	queue      *workers.Queue[key]
 	metrics    *replicatorMetrics
 	states     *states
 	conflicts  conflicts
 	clock      clock.WithTicker
-
-	pending *workers.Pending[key] // when the change a key waits for was first seen
 
 	mu        sync.Mutex
 	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
@@ -120,16 +120,15 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per key: 100 ms doubling to 5 min. A failing namespace
 		// retries on its own schedule without holding up the others.
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics, Clock: o.Clock}),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		metrics:   newMetrics(reg, st),
 		states:    st,
 		clock:     o.Clock,
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
 		relabeled: map[string]relabel{},
-		pending:   workers.NewPending[key](),
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: secrets, kindConfigMap: configMaps} {
 		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {
@@ -146,16 +145,34 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	return c, nil
 }
 
-// Run syncs while this process leads, until ctx ends. The queue outlives
-// the term (see package workers), so Run may be called again.
+// Run syncs while this process leads, until ctx ends; it may be called again
+// for the next term (see package workers).
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("replicator", ctx.Done(), c.synced...) {
 		return nil // ctx ended first
 	}
 	c.logger.Info("running", zap.Int("workers", c.opts.Workers))
-	workers.Run(ctx, c.queue, c.opts.Workers, key{}, c.sync, c.syncFailed)
+	c.queue.Run(ctx, c.opts.Workers, key{}, c.resync, c.sync, c.syncFailed)
 	return nil
+}
+
+// resync starts a term: every allowed source, and every source a replica
+// names (a source deleted while no one led), fans out from the cache.
+func (c *Controller) resync() {
+	for kind, o := range c.objects {
+		for _, name := range o.indexer.ListIndexFuncValues(informers.SourcesByName) {
+			srcs, _ := o.byIndex(informers.SourcesByName, name)
+			for _, s := range srcs {
+				c.queue.Add(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: name}, time.Time{})
+			}
+		}
+		for _, ref := range o.indexer.ListIndexFuncValues(informers.ReplicasBySource) {
+			if ns, name, err := cache.SplitMetaNamespaceKey(ref); err == nil && ns != "" {
+				c.queue.Add(key{Kind: kind, Namespace: ns, Name: name}, time.Time{})
+			}
+		}
+	}
 }
 
 func (c *Controller) sync(ctx context.Context, k key) error {
@@ -196,10 +213,7 @@ func (c *Controller) hash(src *item) string {
 
 // enqueue adds k, remembering when the change it waits for was seen (the
 // earliest, if k is already waiting).
-func (c *Controller) enqueue(k key, seen time.Time) {
-	c.pending.Remember(k, seen)
-	c.queue.Add(k)
-}
+func (c *Controller) enqueue(k key, seen time.Time) { c.queue.Add(k, seen) }
 
 // forgetSource drops what is kept about a source that is gone.
 func (c *Controller) forgetSource(uid types.UID) {
@@ -248,7 +262,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if IsSource(m) {
 				c.forgetSource(m.GetUID())
 				if c.opts.Guard != nil && c.opts.Guard.Protected(m) {
-					c.queue.AddAfter(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, restoreGrace)
+					c.queue.AddAfter(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, restoreGrace, time.Time{})
 					return
 				}
 				c.sourceChanged(kind, m)

@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,75 +15,71 @@ func newQueue() workqueue.TypedRateLimitingInterface[string] {
 	return workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond))
 }
 
-// TestTermsShareOneQueue runs two terms on one queue: a key cut short by
-// the end of the first term, and keys added between terms, are synced in the
-// second; workers blocked on an empty queue stop when the term ends.
-func TestTermsShareOneQueue(t *testing.T) {
-	q := newQueue()
-	defer q.ShutDown()
+// TestOnlyATermTakesKeys runs two terms on one queue: keys added between
+// terms are dropped (a standby keeps no backlog), each term starts from its
+// resync, and workers blocked on an empty queue stop when the term ends.
+func TestOnlyATermTakesKeys(t *testing.T) {
+	q := NewQueue(newQueue())
 	var mu sync.Mutex
 	synced := map[string]int{}
-	inFlight := make(chan struct{})
-	syncKey := func(ctx context.Context, k string) error {
-		if k == "slow" {
-			close(inFlight)
-			<-ctx.Done() // the term ends mid-sync, as an API call would be cancelled
-			return ctx.Err()
-		}
+	count := func(ctx context.Context, k string) error {
 		mu.Lock()
 		synced[k]++
 		mu.Unlock()
 		return nil
 	}
+	waitFor := func(want map[string]int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			ok := fmt.Sprint(synced) == fmt.Sprint(want)
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("synced %v, want %v", synced, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 
+	q.Add("before-any-term", time.Now())
 	ctx, end := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Run(ctx, q, 4, "", syncKey, func(string, error) {}); close(done) }()
-	q.Add("slow")
-	<-inFlight
+	go func() {
+		q.Run(ctx, 4, "", func() { q.Add("resync-1", time.Now()) }, count, func(string, error) {})
+		close(done)
+	}()
+	waitFor(map[string]int{"resync-1": 1})
+	q.Add("in-term", time.Now())
+	waitFor(map[string]int{"resync-1": 1, "in-term": 1})
 	end()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("workers did not stop when the term ended")
 	}
-	q.Add("between-terms")
+	q.Add("between-terms", time.Now())
+	if q.Len() != 0 {
+		t.Fatalf("a closed queue holds %d keys", q.Len())
+	}
 
 	ctx, end = context.WithCancel(context.Background())
 	defer end()
-	go Run(ctx, q, 4, "", func(ctx context.Context, k string) error {
-		mu.Lock()
-		synced[k]++
-		mu.Unlock()
-		return nil
-	}, func(string, error) {})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		ok := synced["slow"] == 1 && synced["between-terms"] == 1
-		mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second term synced %v, want slow and between-terms once each", synced)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if synced[""] != 0 {
-		t.Error("the wake key was synced as a real key")
-	}
+	go q.Run(ctx, 4, "", func() { q.Add("resync-2", time.Now()) }, count, func(string, error) {})
+	waitFor(map[string]int{"resync-1": 1, "in-term": 1, "resync-2": 1})
 }
 
 // TestErrorsAreReportedAndRetried: a failing key is reported and retried with backoff.
 func TestErrorsAreReportedAndRetried(t *testing.T) {
-	q := newQueue()
-	defer q.ShutDown()
+	q := NewQueue(newQueue())
 	var mu sync.Mutex
 	attempts, reported := 0, 0
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
-	go Run(ctx, q, 2, "", func(ctx context.Context, k string) error {
+	go q.Run(ctx, 2, "", func() { q.Add("k", time.Time{}) }, func(ctx context.Context, k string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		attempts++
@@ -91,7 +88,6 @@ func TestErrorsAreReportedAndRetried(t *testing.T) {
 		}
 		return nil
 	}, func(string, error) { mu.Lock(); reported++; mu.Unlock() })
-	q.Add("k")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		mu.Lock()
