@@ -129,15 +129,23 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 }
 
 // claimant returns the source that should own the replica named name in ns:
-// the oldest of the sources with that name that want a replica there.
-func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace) (*item, error) {
+// the oldest of the sources with that name that want a replica there. A
+// source whose selector is invalid changes nothing, so it keeps claiming the
+// replica it holds (existing, the object of that name in ns, or nil).
+func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, existing *item) (*item, error) {
 	cands, err := o.byIndex(informers.SourcesByName, name)
 	if err != nil {
 		return nil, err
 	}
+	holder := ""
+	if existing != nil {
+		if owner, managed := ownerOf(existing.meta); managed {
+			holder = owner
+		}
+	}
 	var claimants []*item
 	for _, s := range cands {
-		if c.decide(s, ns) == ensure {
+		if c.decide(s, ns) == ensure || (s.ref() == holder && c.invalidSelector(s)) {
 			claimants = append(claimants, s)
 		}
 	}
@@ -148,11 +156,21 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace) (*i
 	return claimants[0], nil
 }
 
+// invalidSelector reports whether src is a source courier acts on whose
+// selector does not parse.
+func (c *Controller) invalidSelector(src *item) bool {
+	if ok, _ := c.sourceState(src); !ok {
+		return false
+	}
+	_, err := ParseSelector(src.meta.GetAnnotations()[wellknown.ReplicateTo])
+	return err != nil
+}
+
 // syncSource checks a source and fans out to its pairs: every eligible
 // namespace its selector matches, and every namespace that holds one of its
 // replicas. It reads only the cache.
 func (c *Controller) syncSource(k key) error {
-	seen, ok := c.pending.Take(k)
+	seen, ok := c.queue.Take(k)
 	if !ok {
 		seen = c.clock.Now()
 	}
@@ -216,7 +234,7 @@ func (c *Controller) syncSource(k key) error {
 // syncPair makes the target namespace hold exactly what the pair needs: it
 // reads the facts from the cache, plans (planPair), and carries the plan out.
 func (c *Controller) syncPair(ctx context.Context, k key) error {
-	seen, _ := c.pending.Take(k)
+	seen, _ := c.queue.Take(k)
 	o := c.objects[k.Kind]
 	src, err := o.get(k.Namespace, k.Name)
 	if err != nil {
@@ -244,6 +262,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	switch p.state {
 	case forgetState:
 		c.states.forget(k)
+		if c.opts.Guard != nil {
+			c.opts.Guard.Forget(k.Kind, k.Target+"/"+k.Name)
+		}
 	case inSyncState:
 		c.states.set(k, nil)
 	}
@@ -272,20 +293,21 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		err := c.write(k, seen, opCreate, func() error {
 			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
 		})
-		c.states.set(k, err)
-		return err
-	case recreate:
-		err := c.write(k, seen, opRecreate, func() error {
-			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
-		})
+		if apierrors.IsAlreadyExists(err) && k.Kind == kindSecret && c.queue.NumRequeues(k) > 0 {
+			// A retry later the cache still has nothing of that name: it is
+			// a Secret courier never watches (type helm.sh/release.v1). Report
+			// it like any other object courier did not create; the error keeps
+			// the pair retrying with backoff, for courier would not see it go.
+			c.conflict(k, src, fmt.Sprintf("%s exists and was not created by courier (a Secret of a type courier does not watch, e.g. %s); it is left untouched",
+				f.object, wellknown.HelmReleaseType))
+			return err
+		}
 		c.states.set(k, err)
 		return err
 	}
 
-	// update
+	// update or recreate: a revert of someone else's change first asks the
+	// guard's budget.
 	ref := k.sourceRef()
 	if p.reverted && c.opts.Guard != nil {
 		if wait, newly := c.opts.Guard.Allow(k.Kind, k.Target+"/"+k.Name); wait > 0 {
@@ -296,17 +318,26 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 					"something keeps changing this replica of %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
 					ref, wait, ref))
 			}
-			c.queue.AddAfter(k, wait)
+			c.queue.AddAfter(k, wait, time.Time{})
 			return nil
 		}
 	}
-	err = c.write(k, seen, opUpdate, func() error {
-		return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, existing.meta)))
-	})
+	if p.action == recreate {
+		err = c.write(k, seen, opRecreate, func() error {
+			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
+		})
+	} else {
+		err = c.write(k, seen, opUpdate, func() error {
+			return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, existing.meta)))
+		})
+	}
 	c.states.set(k, err)
 	if err == nil && p.reverted {
 		if c.opts.Guard != nil {
-			c.opts.Guard.Reverted(k.Target + "/" + k.Name)
+			c.opts.Guard.Reverted(k.Kind, k.Target+"/"+k.Name)
 		}
 		c.metrics.reverts.WithLabelValues(k.Kind).Inc()
 		c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaReverted, fmt.Sprintf(
@@ -339,7 +370,7 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		f.existing = e
 	}
 	if ns != nil && (f.want == ensure || (f.want == remove && existing != nil)) {
-		winner, err := c.claimant(o, k.Name, ns)
+		winner, err := c.claimant(o, k.Name, ns, existing)
 		if err != nil {
 			return f, err
 		}
@@ -357,8 +388,7 @@ func (c *Controller) heldByFlapping(k key, seen time.Time) bool {
 	if wait <= 0 {
 		return false
 	}
-	c.pending.Remember(k, seen)
-	c.queue.AddAfter(k, wait)
+	c.queue.AddAfter(k, wait, seen)
 	return true
 }
 
@@ -376,7 +406,7 @@ func (c *Controller) isSource(o *objects, ref string) bool {
 // A failed write is retried with backoff; its key keeps waiting for the same change.
 func (c *Controller) write(k key, seen time.Time, op string, do func() error) error {
 	if err := do(); err != nil {
-		c.pending.Remember(k, seen) // the retry still measures from the original change
+		c.queue.Remember(k, seen) // the retry still measures from the original change
 		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.Target, err)
 	}
 	c.metrics.writes.WithLabelValues(k.Kind, op).Inc()

@@ -118,19 +118,20 @@ type fixture struct {
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, informers.SourcesIn(func(ns string) bool { return ns == "platform" }))
+	sources := globs.List{"platform*"}
+	inf, err := informers.New(client, sources.Match)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c, err := New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(),
 		record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), Options{
-			SourceNamespaces: globs.List{"platform"}, Workers: 1, Clock: clk,
+			SourceNamespaces: sources, Workers: 1, Clock: clk,
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	transform := informers.Transform(informers.SourcesIn(func(ns string) bool { return ns == "platform" }))
+	transform := informers.Transform(informers.SourcesIn(sources.Match))
 	for _, o := range objs {
 		o, _ := transform(o.DeepCopyObject())
 		var err error
@@ -420,5 +421,22 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)
+	}
+}
+
+func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
+	older := source("env in (", map[string]string{"k": "v"}) // invalid, created at 100
+	younger := source("*", map[string]string{"k": "other"})
+	younger.Namespace, younger.UID, younger.CreationTimestamp = "platform2", "y-uid", metav1.NewTime(time.Unix(200, 0))
+	f := newFixture(t, older, younger, ns("prod", nil), replicaOf(source("*", map[string]string{"k": "v"}), "prod"))
+	k := key{Kind: kindSecret, Namespace: "platform2", Name: "db", Target: "prod"}
+	if err := f.c.syncPair(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes(); got != nil {
+		t.Errorf("the younger source wrote %v over the older's replica", got)
+	}
+	if got := f.c.states.counts()[[2]string{kindSecret, StateConflict}]; got != 1 {
+		t.Errorf("conflicts = %d, want 1", got)
 	}
 }
