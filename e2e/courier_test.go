@@ -260,3 +260,43 @@ func (p *courierProcess) WaitMetric(ctx context.Context, want string) {
 		p.t.Fatalf("/metrics never showed %q: %v", want, err)
 	}
 }
+
+// MetricValue is the value of the sample series (name and labels exactly as
+// /metrics prints them, e.g. `courier_replicator_reverts_total{kind="Secret"}`).
+func (p *courierProcess) MetricValue(ctx context.Context, series string) (float64, bool) {
+	_, body, err := p.get(ctx, "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// WaitMetricsExactly waits until every series in want has exactly its
+// value, then checks that they still have after the suite's quiet period: a
+// counter passing through a value on its way up fails.
+func (p *courierProcess) WaitMetricsExactly(ctx context.Context, want map[string]float64) {
+	p.t.Helper()
+	got := map[string]float64{}
+	all := func(ctx context.Context) (bool, error) {
+		ok := true
+		for series, w := range want {
+			v, found := p.MetricValue(ctx, series)
+			got[series] = v
+			ok = ok && found && v == w
+		}
+		return ok, nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, all); err != nil {
+		p.t.Fatalf("metrics %v never reached %v: %v", got, want, err)
+	}
+	time.Sleep(quiet)
+	if ok, _ := all(ctx); !ok {
+		p.t.Fatalf("metrics %v after a quiet %s, want %v", got, quiet, want)
+	}
+}

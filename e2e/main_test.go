@@ -68,13 +68,19 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	env.courier = filepath.Join(tmp, "courier")
-	// The race detector watches courier while the tests drive it; a race
-	// fails the test that stops that process (see courierProcess.Stop).
-	build := exec.CommandContext(ctx, "go", "build", "-race", "-o", env.courier, ".")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build courier: %v\n", err)
-		return 1
+	if bin := os.Getenv("COURIER_E2E_BINARY"); bin != "" {
+		// Another build of courier, e.g. an older commit's, to show a new
+		// test failing on it.
+		env.courier = bin
+	} else {
+		// The race detector watches courier while the tests drive it; a race
+		// fails the test that stops that process (see courierProcess.Stop).
+		build := exec.CommandContext(ctx, "go", "build", "-race", "-o", env.courier, ".")
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build courier: %v\n", err)
+			return 1
+		}
 	}
 
 	start := time.Now()

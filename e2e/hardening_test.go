@@ -1,0 +1,216 @@
+package e2e
+
+// Tests for the hardening review (issue 13): each drives the cluster the
+// way the review's reproduction does and fails on the code it was found in.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fight runs change on the replica ns/name every time done says it is not
+// in the other writer's state, until courier stops undoing it (contested)
+// or the deadline passes, and returns how many changes it made.
+func fight(t *testing.T, what string, done func(*corev1.Secret) bool, change func(*corev1.Secret), contested func(context.Context) (bool, error), ns, name string) int {
+	t.Helper()
+	changes := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok, _ := contested(t.Context()); ok {
+			return changes
+		}
+		r, err := getSecret(t.Context(), ns, name)
+		if err == nil && !done(r) {
+			change(r)
+			if _, err := admin().CoreV1().Secrets(ns).Update(t.Context(), r, metav1.UpdateOptions{}); err == nil {
+				changes++
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: courier never backed off (%d changes made)", what, changes)
+	return changes
+}
+
+// Item 6: a replica made immutable by someone else (a mutating policy) is
+// recreated as a revert, and a fight ends in ReplicaContested with backoff
+// rather than a delete/create loop.
+func TestImmutableDriftIsARevertWithABudget(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "cfg", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	eventually(t, converge, "replica", secretIn(dst, "cfg", map[string][]byte{"k": []byte("v")}))
+
+	immutable := func(r *corev1.Secret) bool { return r.Immutable != nil && *r.Immutable }
+	makeImmutable := func(r *corev1.Secret) { yes := true; r.Immutable = &yes }
+	updateSecret(t, dst, "cfg", makeImmutable)
+	eventually(t, converge, "ReplicaReverted for the immutable drift", eventWith(dst, "cfg", "ReplicaReverted", s.src+"/cfg"))
+	eventually(t, converge, "replica mutable again", func(ctx context.Context) (bool, error) {
+		r, err := getSecret(ctx, dst, "cfg")
+		return err == nil && !immutable(r), nil
+	})
+
+	// A policy that makes every copy immutable: courier must give up after
+	// its budget, not loop.
+	changes := fight(t, "immutable drift", immutable, makeImmutable,
+		eventWith(dst, "cfg", "ReplicaContested", "more than 5 reverts"), dst, "cfg")
+	t.Logf("the other writer made the replica immutable %d more times before courier backed off", changes)
+	// Checked within the 10 s backoff, after which courier tries once more.
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{
+		`courier_replicator_reverts_total{kind="Secret"}`:                     5,
+		`courier_guard_replicas_contested_total{kind="Secret"}`:               1,
+		`courier_replicator_writes_total{kind="Secret",operation="recreate"}`: 5,
+	})
+}
+
+// Item 7: the revert budget is per kind: a fight over ConfigMap app does not
+// stop reverts of Secret app in the same namespace.
+func TestBudgetIsPerKind(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createConfigMap(t, s.src, "app", map[string]string{keyReplicateTo: "test=" + s.id}, map[string]string{"k": "v"})
+	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	eventually(t, converge, "ConfigMap replica", configMapIn(dst, "app", map[string]string{"k": "v"}))
+	eventually(t, converge, "Secret replica", secretIn(dst, "app", map[string][]byte{"k": []byte("v")}))
+
+	// Fight over the ConfigMap until courier backs off.
+	contested := eventWith(dst, "app", "ReplicaContested", "ConfigMap")
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		if ok, _ := contested(t.Context()); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("courier never backed off from the ConfigMap fight")
+		}
+		mine := fmt.Sprintf("writer-%d", i)
+		cm, err := admin().CoreV1().ConfigMaps(dst).Get(t.Context(), "app", metav1.GetOptions{})
+		if err == nil && cm.Data["k"] == "v" {
+			cm.Data["k"] = mine
+			_, _ = admin().CoreV1().ConfigMaps(dst).Update(t.Context(), cm, metav1.UpdateOptions{})
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_guard_replicas_contested_total{kind="ConfigMap"}`: 1})
+
+	// The Secret of the same name is still guarded.
+	updateSecret(t, dst, "app", func(r *corev1.Secret) { r.Data["k"] = []byte("edited") })
+	eventually(t, converge, "the Secret app reverted while the ConfigMap app is contested",
+		secretIn(dst, "app", map[string][]byte{"k": []byte("v")}))
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_guard_replicas_contested_total{kind="Secret"}`: 0})
+}
+
+// liveHeap is courier's heap right after a garbage collection (it must run
+// with --profiling: the heap profile's gc=1 collects first).
+func liveHeap(t *testing.T, p *courierProcess) float64 {
+	t.Helper()
+	if code, _, err := p.get(t.Context(), "/debug/pprof/heap?gc=1"); err != nil || code != 200 {
+		t.Fatalf("GET /debug/pprof/heap?gc=1: %d %v", code, err)
+	}
+	v, ok := p.MetricValue(t.Context(), "go_memstats_heap_alloc_bytes")
+	if !ok {
+		t.Fatal("no go_memstats_heap_alloc_bytes")
+	}
+	return v
+}
+
+// Items 8 and 9: what a tenant creates outside the source namespaces costs
+// courier about its size at most: ConfigMaps of tens of thousands of empty
+// keys (which the API server's size limit does not count) are held as one
+// digest each, and objects carrying a forged cache marker are digested like
+// any other.
+func TestTenantObjectsCannotInflateCouriersMemory(t *testing.T) {
+	s := setupReplication(t, "--profiling")
+	tenant := newNamespace(t, "tenant", nil)
+	before := liveHeap(t, s.courier)
+
+	const manyKeyObjects, keys = 4, 60000
+	for i := range manyKeyObjects {
+		data := make(map[string]string, keys)
+		for k := range keys {
+			data[fmt.Sprintf("k%05d", k)] = ""
+		}
+		createConfigMap(t, tenant, fmt.Sprintf("keys-%d", i), nil, data)
+	}
+	const forgedObjects, size = 20, 500 << 10
+	for i := range forgedObjects {
+		createConfigMap(t, tenant, fmt.Sprintf("forged-%d", i),
+			map[string]string{"cache.courier.dev/values": "sha256"},
+			map[string]string{"blob": string(make([]byte, size))})
+	}
+	// courier's ConfigMap informer has one watch, in resourceVersion order:
+	// once the replica of a source created after them exists, its cache
+	// holds every one of them.
+	dst := s.target(t, "dst", nil)
+	createConfigMap(t, s.src, "last", map[string]string{keyReplicateTo: "test=" + s.id}, map[string]string{"k": "v"})
+	eventually(t, converge, "courier's cache caught up", configMapIn(dst, "last", map[string]string{"k": "v"}))
+	time.Sleep(quiet)
+	after := liveHeap(t, s.courier)
+	grew := after - before
+	t.Logf("heap %.1f MiB → %.1f MiB (+%.1f MiB) for %d ConfigMaps of %d keys and %d of %d KiB with a forged marker",
+		before/(1<<20), after/(1<<20), grew/(1<<20), manyKeyObjects, keys, forgedObjects, size>>10)
+	if limit := 4.0 * (1 << 20); grew > limit {
+		t.Errorf("courier's heap grew %.1f MiB, want under %.0f MiB", grew/(1<<20), limit/(1<<20))
+	}
+}
+
+// Item 9: a source carrying the cache marker is a source like any other.
+func TestASourceWithAForgedCacheMarkerIsReplicated(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "marked", withAnnotation(keyReplicateTo, "test="+s.id),
+		withAnnotation("cache.courier.dev/values", "sha256"), withData("k", "v"))
+	eventually(t, converge, "replica of the marked source", secretIn(dst, "marked", map[string][]byte{"k": []byte("v")}))
+}
+
+// Item 10: objects carrying courier.dev/replicate-to outside the allowed
+// source namespaces never fan out (they still get SourceNotAllowed), and a
+// standby holds no backlog of them.
+func TestAnnotatedObjectsOutsideSourceNamespacesDoNotFanOut(t *testing.T) {
+	id := testID()
+	src := newNamespace(t, "src", nil)
+	lease := newNamespace(t, "courier-ha", nil)
+	args := []string{"--namespace=" + lease, "--source-namespaces=" + src}
+	leader := startCourier(t, args...)
+	leader.WaitLeader(t.Context())
+	standby := startCourier(t, args...)
+	standby.WaitReady(t.Context())
+	createSecret(t, src, "real", withAnnotation(keyReplicateTo, "test="+id), withData("k", "v"))
+
+	const strays = 200
+	tenant := newNamespace(t, "tenant", nil)
+	for i := range strays {
+		createConfigMap(t, tenant, fmt.Sprintf("stray-%03d", i), map[string]string{keyReplicateTo: "*"}, map[string]string{"k": "v"})
+	}
+	eventually(t, 30*time.Second, "SourceNotAllowed on the last stray", eventWith(tenant, fmt.Sprintf("stray-%03d", strays-1), "SourceNotAllowed"))
+	time.Sleep(quiet)
+
+	adds := func(p *courierProcess) float64 {
+		v, _ := p.MetricValue(t.Context(), `courier_workqueue_adds_total{name="replicator"}`)
+		return v
+	}
+	if d, _ := standby.MetricValue(t.Context(), `courier_workqueue_depth{name="replicator"}`); d != 0 {
+		t.Errorf("the standby's replicator queue holds %v keys, want 0", d)
+	}
+	if a := adds(standby); a != 0 {
+		t.Errorf("the standby queued %v keys, want none", a)
+	}
+
+	before := adds(leader)
+	dst := newNamespace(t, "dst", map[string]string{"test": id})
+	eventually(t, converge, "the real source's replica in the new namespace", secretIn(dst, "real", map[string][]byte{"k": []byte("v")}))
+	time.Sleep(quiet)
+	grew := adds(leader) - before
+	t.Logf("a new namespace cost the leader %v queue adds with %d strays in the cluster", grew, strays)
+	if grew >= strays {
+		t.Errorf("a new namespace queued %v keys: the %d strays fanned out", grew, strays)
+	}
+	if _, err := admin().CoreV1().ConfigMaps(dst).Get(t.Context(), "stray-000", metav1.GetOptions{}); err == nil {
+		t.Error("a stray was replicated")
+	}
+}
