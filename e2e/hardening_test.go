@@ -6,11 +6,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // fight runs change on the replica ns/name every time done says it is not
@@ -79,7 +81,10 @@ func TestBudgetIsPerKind(t *testing.T) {
 	eventually(t, converge, "Secret replica", secretIn(dst, "app", map[string][]byte{"k": []byte("v")}))
 
 	// Fight over the ConfigMap until courier backs off.
-	contested := eventWith(dst, "app", "ReplicaContested", "ConfigMap")
+	contested := func(ctx context.Context) (bool, error) {
+		v, _ := s.courier.MetricValue(ctx, `courier_guard_replicas_contested_total{kind="ConfigMap"}`)
+		return v >= 1, nil
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
 		if ok, _ := contested(t.Context()); ok {
@@ -213,4 +218,122 @@ func TestAnnotatedObjectsOutsideSourceNamespacesDoNotFanOut(t *testing.T) {
 	if _, err := admin().CoreV1().ConfigMaps(dst).Get(t.Context(), "stray-000", metav1.GetOptions{}); err == nil {
 		t.Error("a stray was replicated")
 	}
+}
+
+// Item 1: a retired protected source stays retired when a standby takes over.
+func TestARetiredProtectedSourceStaysRetiredAcrossALeaderChange(t *testing.T) {
+	id := testID()
+	src := newNamespace(t, "src", nil)
+	lease := newNamespace(t, "courier-ha", nil)
+	dst := newNamespace(t, "dst", map[string]string{"test": id})
+	args := []string{"--namespace=" + lease, "--source-namespaces=" + src}
+	leader := startCourier(t, args...)
+	leader.WaitLeader(t.Context())
+	standby := startCourier(t, args...)
+	standby.WaitReady(t.Context())
+
+	createSecret(t, src, "ca", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+id), withData("k", "v"))
+	eventually(t, converge, "replica", secretIn(dst, "ca", map[string][]byte{"k": []byte("v")}))
+	deleteSecret(t, src, "ca")
+	eventually(t, converge, "SourceRestored", eventWith(src, "ca", "SourceRestored"))
+	eventually(t, converge, "restored", secretIn(src, "ca", map[string][]byte{"k": []byte("v")}))
+
+	updateSecret(t, src, "ca", func(x *corev1.Secret) { delete(x.Labels, keyProtect) })
+	deleteSecret(t, src, "ca")
+	eventually(t, converge, "replicas deleted with the retired source", secretGone(dst, "ca"))
+
+	leader.Signal(syscall.SIGKILL)
+	eventually(t, leaseDuration+10*time.Second, "the standby leads", standby.isLeader)
+	consistently(t, quiet, "the retired source stays deleted", secretGone(src, "ca"))
+	consistently(t, time.Second, "its replicas stay deleted", secretGone(dst, "ca"))
+}
+
+// Item 4: deleting a protected source over and over never deletes one of its
+// replicas, whatever the timing between the restore and the cache.
+func TestRestoresNeverLoseAReplica(t *testing.T) {
+	s := setupReplication(t)
+	var targets []string
+	for range 3 {
+		targets = append(targets, s.target(t, "dst", nil))
+	}
+	createSecret(t, s.src, "ca", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	for _, ns := range targets {
+		eventually(t, converge, "replica in "+ns, secretIn(ns, "ca", map[string][]byte{"k": []byte("v")}))
+	}
+	var watches []watch.Interface
+	for _, ns := range targets {
+		w, err := admin().CoreV1().Secrets(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=ca"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		watches = append(watches, w)
+	}
+	for i := range 10 {
+		before, err := getSecret(t.Context(), s.src, "ca")
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleteSecret(t, s.src, "ca")
+		eventually(t, converge, fmt.Sprintf("restore %d", i+1), func(ctx context.Context) (bool, error) {
+			got, err := getSecret(ctx, s.src, "ca")
+			return err == nil && got.UID != before.UID, nil
+		})
+	}
+	time.Sleep(quiet)
+	for i, w := range watches {
+	events:
+		for {
+			select {
+			case e := <-w.ResultChan():
+				if e.Type == watch.Deleted {
+					t.Errorf("the replica in %s was deleted during the restores", targets[i])
+				}
+			case <-time.After(500 * time.Millisecond):
+				break events
+			}
+		}
+	}
+}
+
+// Item 18: a Secret of type helm.sh/release.v1 (which courier never lists)
+// holding the name is reported as a conflict, not retried in silence.
+func TestAnInvisibleSquatterIsAConflict(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	squatter := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "squat"}, Type: "helm.sh/release.v1", Data: map[string][]byte{"release": []byte("x")}}
+	if _, err := admin().CoreV1().Secrets(dst).Create(t.Context(), squatter, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, s.src, "squat", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	eventually(t, 2*converge, "ReplicaConflict naming the namespace", eventWith(s.src, "squat", "ReplicaConflict", dst))
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{
+		`courier_replicator_replicas{kind="Secret",state="conflict"}`: 1,
+		`courier_replicator_replicas{kind="Secret",state="in_sync"}`:  0,
+	})
+	got, err := getSecret(t.Context(), dst, "squat")
+	if err != nil || got.Type != "helm.sh/release.v1" || string(got.Data["release"]) != "x" {
+		t.Errorf("the squatter was touched: %v %v", got, err)
+	}
+}
+
+// Item 19: an invalid selector on the older of two same-named sources keeps
+// its claim: the younger does not take its replicas over.
+func TestAnInvalidSelectorOnTheOlderSourceKeepsItsClaim(t *testing.T) {
+	id := testID()
+	a, b := newNamespace(t, "srca", nil), newNamespace(t, "srcb", nil)
+	dst := newNamespace(t, "dst", map[string]string{"test": id})
+	c := startCourier(t, "--source-namespaces="+a+","+b)
+	c.WaitLeader(t.Context())
+	createSecret(t, a, "db", withAnnotation(keyReplicateTo, "test="+id), withData("k", "older"))
+	eventually(t, converge, "the older's replica", secretIn(dst, "db", map[string][]byte{"k": []byte("older")}))
+	createSecret(t, b, "db", withAnnotation(keyReplicateTo, "test="+id), withData("k", "younger"))
+	eventually(t, converge, "the younger gets ReplicaConflict", eventWith(b, "db", "ReplicaConflict", a+"/db"))
+
+	updateSecret(t, a, "db", func(x *corev1.Secret) { x.Annotations[keyReplicateTo] = "test in (" })
+	eventually(t, converge, "InvalidSelector on the older", eventWith(a, "db", "InvalidSelector"))
+	consistently(t, quiet, "the replica stays the older's", func(ctx context.Context) (bool, error) {
+		r, err := getSecret(ctx, dst, "db")
+		return err == nil && r.Annotations[keySource] == a+"/db" && string(r.Data["k"]) == "older", err
+	})
 }
