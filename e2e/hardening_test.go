@@ -332,6 +332,10 @@ func TestAnInvalidSelectorOnTheOlderSourceKeepsItsClaim(t *testing.T) {
 
 	updateSecret(t, a, "db", func(x *corev1.Secret) { x.Annotations[keyReplicateTo] = "test in (" })
 	eventually(t, converge, "InvalidSelector on the older", eventWith(a, "db", "InvalidSelector"))
+	// The younger's pairs are synced again when it changes, or when the
+	// namespace does.
+	updateSecret(t, b, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("younger, changed") })
+	setNamespaceLabels(t, dst, func(l map[string]string) { l["touched"] = "yes" })
 	consistently(t, quiet, "the replica stays the older's", func(ctx context.Context) (bool, error) {
 		r, err := getSecret(ctx, dst, "db")
 		return err == nil && r.Annotations[keySource] == a+"/db" && string(r.Data["k"]) == "older", err
