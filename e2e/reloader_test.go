@@ -248,18 +248,31 @@ func TestChangesWithinTheDebounceGiveOneRollout(t *testing.T) {
 	rolledOutOnce(t, ns, "app", g0, "secret/s0, secret/s1, secret/s2")
 }
 
-func TestDeletedInputGivesInputMissingNotARollout(t *testing.T) {
+func TestDeletedInputGivesInputMissingAndRollsOutOnlyWhenItComesBackChanged(t *testing.T) {
 	s := setupReplication(t)
 	ns := s.target(t, "apps", nil)
 	createSecret(t, ns, "db", withData("k", "1"))
 	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
 	g0 := settled(t, ns, "app")
+	d0, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	deleteSecret(t, ns, "db")
 	eventually(t, 10*time.Second, "InputMissing event", eventWith(ns, "app", "InputMissing", "secret/db"))
 	noRollout(t, ns, "app", g0)
-	// Its first appearance again rolls nothing out either (the kubelet retries).
-	createSecret(t, ns, "db", withData("k", "2"))
+	if d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "app", metav1.GetOptions{}); err != nil || d.ResourceVersion != d0.ResourceVersion {
+		t.Errorf("the deletion wrote to the workload (resourceVersion %s → %s, %v)", d0.ResourceVersion, d.ResourceVersion, err)
+	}
+	// Created again with the content the pods have: nothing to roll out.
+	createSecret(t, ns, "db", withData("k", "1"))
 	noRollout(t, ns, "app", g0)
+	// Deleted and created again with other content: the pods run the old
+	// content, so one rollout (#13 item 15).
+	deleteSecret(t, ns, "db")
+	eventually(t, 10*time.Second, "InputMissing event again", eventWith(ns, "app", "InputMissing", "secret/db"))
+	createSecret(t, ns, "db", withData("k", "2"))
+	rolledOutOnce(t, ns, "app", g0, "secret/db")
 }
 
 func TestRestartsNeverRollOutAndAChangeWhileDownRollsOutOnce(t *testing.T) {

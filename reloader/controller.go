@@ -3,14 +3,15 @@ package reloader
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -57,6 +58,11 @@ type Controller struct {
 	queue      *workers.Queue[key]
 	limiter    flowcontrol.RateLimiter
 	metrics    *reloaderMetrics
+
+	mu      sync.Mutex
+	entries map[types.UID]cachedEntries // per-key digests of objects holding values, by UID
+	hints   map[string]hint             // the content inputs had before their latest change, by input key
+	swept   time.Time
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -84,6 +90,8 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		limiter: flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
 		metrics: newMetrics(reg),
+		entries: map[types.UID]cachedEntries{},
+		hints:   map[string]hint{},
 	}
 	for _, kind := range workload.Kinds {
 		i, ok := workloads[kind]
@@ -101,7 +109,7 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		}
 	}
 	for kind, i := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: secrets, wellknown.KindConfigMap: configMaps} {
-		if _, err := i.AddEventHandler(c.inputHandler(kind)); err != nil {
+		if _, err := i.AddEventHandler(c.inputHandler(kind, i.GetIndexer())); err != nil {
 			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
 		}
 	}
@@ -189,7 +197,7 @@ func (c *Controller) onWorkloadDelete(obj any) {
 
 // inputHandler maps a Secret or ConfigMap event to its consumers, through
 // the ConsumersByInput index: only when content or courier.dev/reload changed.
-func (c *Controller) inputHandler(kind string) cache.ResourceEventHandler {
+func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.ResourceEventHandler {
 	enqueueConsumers := func(obj any) {
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -210,34 +218,84 @@ func (c *Controller) inputHandler(kind string) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueueConsumers,
 		UpdateFunc: func(oldObj, newObj any) {
-			if !contentOrReloadChanged(oldObj, newObj) {
+			om, err1 := meta.Accessor(oldObj)
+			nm, err2 := meta.Accessor(newObj)
+			if err1 != nil || err2 != nil {
+				return
+			}
+			contentChanged := content.Hash(entriesOf(oldObj)) != content.Hash(entriesOf(newObj))
+			optIn := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload]
+			if !contentChanged && !optIn {
 				return // metadata-only writes and resyncs never reload
 			}
+			optedInWithChange := contentChanged && nm.GetAnnotations()[wellknown.Reload] == "true" && om.GetAnnotations()[wellknown.Reload] != "true"
+			if optedInWithChange {
+				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), entriesOf(oldObj))
+			}
 			enqueueConsumers(newObj)
+			if optIn {
+				// The consumers of its replicas opt in (or out) with it. The
+				// replicas in the cache still hold the content from before a
+				// change made with the opt-in: that is their hint.
+				replicas, _ := indexer.ByIndex(informers.ReplicasBySource, nm.GetNamespace()+"/"+nm.GetName())
+				for _, r := range replicas {
+					if optedInWithChange {
+						rm, _ := meta.Accessor(r)
+						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), entriesOf(r))
+					}
+					enqueueConsumers(r)
+				}
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
+			}
+			if m, err := meta.Accessor(obj); err == nil {
+				c.mu.Lock()
+				delete(c.entries, m.GetUID())
+				c.mu.Unlock()
 			}
 			enqueueConsumers(obj)
 		},
 	}
 }
 
-func contentOrReloadChanged(oldObj, newObj any) bool {
-	om, err1 := meta.Accessor(oldObj)
-	nm, err2 := meta.Accessor(newObj)
-	if err1 != nil || err2 != nil {
-		return true
+// hint is what an input held before a change made together with its
+// opt-in (one apply adding courier.dev/reload: "true" and a new value): its
+// consumers, which have no baseline yet, are compared with it rather than
+// taking the new content as their first baseline, so that change rolls out.
+type hint struct {
+	entries []content.Entry
+	at      time.Time
+}
+
+// hintTTL is how long a hint is kept: past the debounce, every consumer of
+// the change has been synced.
+func (c *Controller) hintTTL() time.Duration { return 2*c.opts.Debounce + 10*time.Second }
+
+func (c *Controller) remember(inputKey string, entries []content.Entry) {
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.swept) > c.hintTTL() {
+		c.swept = now
+		for k, h := range c.hints {
+			if now.Sub(h.at) > c.hintTTL() {
+				delete(c.hints, k)
+			}
+		}
 	}
-	if om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] {
-		return true
+	c.hints[inputKey] = hint{entries: entries, at: now}
+}
+
+// previous is the hint for an input, if it changed after since and recently.
+func (c *Controller) previous(inputKey string, since time.Time) ([]content.Entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.hints[inputKey]
+	if !ok || !h.at.After(since) || c.opts.Clock.Since(h.at) > c.hintTTL() {
+		return nil, false
 	}
-	switch o := oldObj.(type) {
-	case *corev1.Secret:
-		return content.Hash(content.SecretEntries(o)) != content.Hash(content.SecretEntries(newObj.(*corev1.Secret)))
-	case *corev1.ConfigMap:
-		return content.Hash(content.ConfigMapEntries(o)) != content.Hash(content.ConfigMapEntries(newObj.(*corev1.ConfigMap)))
-	}
-	return true
+	return h.entries, true
 }

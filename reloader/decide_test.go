@@ -9,8 +9,9 @@ import (
 // TestDecide has a row for each line of docs/SPEC.md's Reload section that
 // the decision makes; the observed inputs are what sync reads from the cache.
 func TestDecide(t *testing.T) {
-	obs := func(now baseline, optional map[string]bool) observed { return observed{now: now, optional: optional} }
 	consumes := map[string]bool{"secret/a": false}
+	obs := func(now baseline, optional map[string]bool) observed { return observed{now: now, optional: optional} }
+	with := func(o observed, change func(*observed)) observed { change(&o); return o }
 	tests := []struct {
 		spec        string
 		stored      string
@@ -21,25 +22,39 @@ func TestDecide(t *testing.T) {
 		{"nothing opted in: courier never writes to the workload", "", false, obs(baseline{}, nil),
 			decision{}},
 		{"first sight of a workload: baseline only, never a rollout", "", false, obs(baseline{"secret/a": "1"}, consumes),
-			decision{action: writeBaseline, firstSight: true}},
+			decision{action: writeBaseline, baseline: baseline{"secret/a": "1"}, firstSight: true}},
 		{"restart or leader change: nothing changed, nothing written", "secret/a=1", true, obs(baseline{"secret/a": "1"}, consumes),
-			decision{}},
+			decision{baseline: baseline{"secret/a": "1"}}},
 		{"consumed content changed: one rollout naming it", "secret/a=1", true, obs(baseline{"secret/a": "2"}, consumes),
-			decision{action: rollOut, changed: []string{"secret/a"}}},
+			decision{action: rollOut, baseline: baseline{"secret/a": "2"}, changed: []string{"secret/a"}}},
 		{"a change made while courier was down: one rollout once back", "secret/a=1,secret/b=1", true,
 			obs(baseline{"secret/a": "2", "secret/b": "2"}, map[string]bool{"secret/a": false, "secret/b": false}),
-			decision{action: rollOut, changed: []string{"secret/a", "secret/b"}}},
-		{"a consumed object deleted: InputMissing, no rollout", "secret/a=1", true, obs(baseline{}, consumes),
-			decision{action: writeBaseline, missing: []string{"secret/a"}}},
-		{"an optional consumed object deleted: no event, no rollout", "secret/a=1", true, obs(baseline{}, map[string]bool{"secret/a": true}),
-			decision{action: writeBaseline}},
+			decision{action: rollOut, baseline: baseline{"secret/a": "2", "secret/b": "2"}, changed: []string{"secret/a", "secret/b"}}},
+		{"a consumed object deleted: InputMissing, nothing written", "secret/a=1", true, obs(baseline{}, consumes),
+			decision{baseline: baseline{"secret/a": "1"}, missing: []string{"secret/a"}}},
+		{"a deleted input holds back other changes: pods rolled out now could not start", "secret/a=1,secret/b=1", true,
+			obs(baseline{"secret/b": "2"}, map[string]bool{"secret/a": false, "secret/b": false}),
+			decision{baseline: baseline{"secret/a": "1", "secret/b": "2"}, missing: []string{"secret/a"}}},
+		{"a deleted input created again with other content: one rollout", "secret/a=1", true, obs(baseline{"secret/a": "2"}, consumes),
+			decision{action: rollOut, baseline: baseline{"secret/a": "2"}, changed: []string{"secret/a"}}},
+		{"an optional consumed object deleted: no event, nothing written", "secret/a=1", true, obs(baseline{}, map[string]bool{"secret/a": true}),
+			decision{baseline: baseline{"secret/a": "1"}}},
+		{"a consumed key removed: InputMissing naming it, nothing written", "secret/a=1", true,
+			with(obs(baseline{}, consumes), func(o *observed) { o.missingKeys = map[string][]string{"secret/a": {"password"}} }),
+			decision{baseline: baseline{"secret/a": "1"}, missing: []string{"secret/a (key password)"}}},
 		{"an input no longer consumed: dropped from the baseline quietly", "secret/a=1,secret/b=1", true, obs(baseline{"secret/a": "1"}, consumes),
-			decision{action: writeBaseline}},
+			decision{action: writeBaseline, baseline: baseline{"secret/a": "1"}}},
 		{"a referenced object appearing for the first time: no rollout", "secret/a=1", true,
 			obs(baseline{"secret/a": "1", "secret/b": "1"}, map[string]bool{"secret/a": false, "secret/b": false}),
-			decision{action: writeBaseline, appeared: true}},
-		{"opted out after a baseline: the baseline is emptied, no rollout", "secret/a=1", true, obs(baseline{}, nil),
-			decision{action: writeBaseline}},
+			decision{action: writeBaseline, baseline: baseline{"secret/a": "1", "secret/b": "1"}, appeared: true}},
+		{"opted out (on either side): the baseline is removed, so opting in again starts afresh", "secret/a=1", true, obs(baseline{}, nil),
+			decision{action: dropBaseline}},
+		{"a rollout that would write nothing (the template holds that hash already): baseline only", "secret/a=1", true,
+			with(obs(baseline{"secret/a": "2"}, consumes), func(o *observed) { o.templateHash = configHash(baseline{"secret/a": "2"}) }),
+			decision{action: writeBaseline, baseline: baseline{"secret/a": "2"}, unchanged: true}},
+		{"opting in with a change (one apply): that change rolls out", "", false,
+			with(obs(baseline{"secret/a": "2"}, consumes), func(o *observed) { o.previous = baseline{"secret/a": "1"} }),
+			decision{action: rollOut, baseline: baseline{"secret/a": "2"}, changed: []string{"secret/a"}, firstSight: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -127,7 +129,37 @@ type input struct {
 	entries []content.Entry
 }
 
+// lookup returns the consumed object kind namespace/name from the cache, or
+// nil. Per-key digests of an object holding its values (a source) are
+// computed once per resourceVersion, not once per consumer.
 func (c *Controller) lookup(kind, namespace, name string) *input {
+	obj := c.object(kind, namespace, name)
+	if obj == nil {
+		return nil
+	}
+	m := obj.(metav1.Object)
+	if content.IsDigested(m) { // cheap: the digests are already there
+		return &input{meta: m, entries: entriesOf(obj)}
+	}
+	c.mu.Lock()
+	cached, ok := c.entries[m.GetUID()]
+	c.mu.Unlock()
+	if !ok || cached.resourceVersion != m.GetResourceVersion() {
+		cached = cachedEntries{m.GetResourceVersion(), entriesOf(obj)}
+		c.mu.Lock()
+		c.entries[m.GetUID()] = cached
+		c.mu.Unlock()
+	}
+	return &input{meta: m, entries: cached.entries}
+}
+
+type cachedEntries struct {
+	resourceVersion string
+	entries         []content.Entry
+}
+
+// object is the cached Secret or ConfigMap, or nil.
+func (c *Controller) object(kind, namespace, name string) any {
 	idx := c.secrets
 	if kind == wellknown.KindConfigMap {
 		idx = c.configMaps
@@ -136,22 +168,26 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 	if err != nil || !ok {
 		return nil
 	}
+	return obj
+}
+
+func entriesOf(obj any) []content.Entry {
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		return &input{meta: o, entries: content.SecretEntries(o)}
+		return content.SecretEntries(o)
 	case *corev1.ConfigMap:
-		return &input{meta: o, entries: content.ConfigMapEntries(o)}
+		return content.ConfigMapEntries(o)
 	}
 	return nil
 }
 
-// wantsReload reports whether the object, or the source it was replicated
-// from, carries courier.dev/reload: "true".
-func (c *Controller) wantsReload(kind string, in *input) bool {
-	if in.meta.GetAnnotations()[wellknown.Reload] == "true" {
+// wantsReload reports whether m, or the source it was replicated from,
+// carries courier.dev/reload: "true". It reads metadata only.
+func (c *Controller) wantsReload(kind string, m metav1.Object) bool {
+	if m.GetAnnotations()[wellknown.Reload] == "true" {
 		return true
 	}
-	src, ok := in.meta.GetAnnotations()[wellknown.Source]
+	src, ok := m.GetAnnotations()[wellknown.Source]
 	if !ok {
 		return false
 	}
@@ -159,8 +195,28 @@ func (c *Controller) wantsReload(kind string, in *input) bool {
 	if err != nil || ns == "" {
 		return false
 	}
-	s := c.lookup(kind, ns, name)
-	return s != nil && s.meta.GetAnnotations()[wellknown.Reload] == "true"
+	s, ok := c.object(kind, ns, name).(metav1.Object)
+	return ok && s.GetAnnotations()[wellknown.Reload] == "true"
+}
+
+// missingKeys are the keys ref consumes that entries lack (none when the
+// object is held as one whole-content digest: its keys are not known).
+func missingKeys(ref inputs.Ref, entries []content.Entry) []string {
+	if ref.All() || (len(entries) == 1 && entries[0].Whole) {
+		return nil
+	}
+	have := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		have[e.Key] = true
+	}
+	var out []string
+	for _, k := range ref.Keys {
+		if !have[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // action is what one sync of a workload writes.
@@ -168,58 +224,115 @@ type action int
 
 const (
 	writeNothing  action = iota
-	writeBaseline        // the baseline moved (first sight, inputs gone or new): no rollout
+	writeBaseline        // the baseline moved (first sight, inputs gone for good or new): no rollout
+	dropBaseline         // nothing is opted in any more: the baseline is removed
 	rollOut              // consumed content changed: a rollout, and the new baseline
 )
 
 // decision is the reloader's verdict on one workload.
 type decision struct {
 	action     action
+	baseline   baseline // what to write (writeBaseline, rollOut)
 	changed    []string // opted-in inputs whose consumed content changed (rollOut)
-	missing    []string // consumed, non-optional inputs that are gone: InputMissing
+	missing    []string // consumed inputs or keys that are gone, non-optional: InputMissing
 	appeared   bool     // inputs seen for the first time (never a rollout)
 	firstSight bool     // no baseline yet: this sync writes the first one
+	unchanged  bool     // the pod template already holds this content's hash: no rollout needed
 }
 
 // observed is a workload's opted-in inputs as the cache holds them now.
 type observed struct {
 	now      baseline        // the consumed digest of every opted-in input that exists
 	optional map[string]bool // every opted-in input → whether its reference is optional
+	// missingKeys: opted-in inputs that exist but lack keys a non-optional
+	// reference consumes, with those keys.
+	missingKeys  map[string][]string
+	templateHash string // courier.dev/config-hash on the pod template now
+	// previous: inputs that changed since the workload was created, by the
+	// digest of what they held before (see hint), for those not in its
+	// baseline: opting in with a change rolls that change out.
+	previous baseline
 }
 
 // decide compares what a workload consumes now with its stored baseline
 // (stored, when hasBaseline). It reads nothing and writes nothing.
+//
+// The baseline records what the running pods were given. An input that is
+// gone (deleted, or missing a consumed key) keeps its recorded digest, so
+// when it is back with other content the workload rolls out, and with the
+// same content nothing happens; while a non-optional one is gone nothing is
+// written at all, for pods rolled out then could not start.
 func decide(stored string, hasBaseline bool, o observed) decision {
-	if len(o.optional) == 0 && !hasBaseline {
+	if len(o.optional) == 0 {
+		if hasBaseline {
+			return decision{action: dropBaseline} // opted out: the next opt-in starts afresh
+		}
 		return decision{} // nothing opted in: courier never writes to this workload
 	}
-	if !hasBaseline {
-		return decision{action: writeBaseline, firstSight: true}
+	if !hasBaseline && len(o.previous) == 0 {
+		return decision{action: writeBaseline, baseline: o.now, firstSight: true}
 	}
-	before := parseBaseline(stored)
-	changed, gone, appeared := diff(before, o.now)
-	d := decision{changed: changed, appeared: len(appeared) > 0}
-	for _, id := range gone {
-		if optional, stillConsumed := o.optional[id]; stillConsumed && !optional {
-			d.missing = append(d.missing, id)
+	before := baseline{}
+	if hasBaseline {
+		before = parseBaseline(stored)
+	}
+	for id, d := range o.previous {
+		if _, ok := before[id]; !ok {
+			before[id] = d
 		}
 	}
+	next := baseline{}
+	for id, d := range o.now {
+		next[id] = d
+	}
+	var missing []string
+	for id, optional := range o.optional {
+		if _, ok := o.now[id]; ok || o.missingKeys[id] != nil {
+			continue
+		}
+		if old, seen := before[id]; seen {
+			next[id] = old
+		}
+		if !optional {
+			missing = append(missing, id)
+		}
+	}
+	for id, keys := range o.missingKeys {
+		if old, seen := before[id]; seen {
+			next[id] = old
+		} else {
+			delete(next, id)
+		}
+		missing = append(missing, fmt.Sprintf("%s (key %s)", id, strings.Join(keys, ", ")))
+	}
+	sort.Strings(missing)
+	changed, _, appeared := diff(before, next)
+	d := decision{baseline: next, missing: missing, appeared: len(appeared) > 0, firstSight: !hasBaseline}
 	switch {
+	case len(missing) > 0:
+		// Hold everything until what the pods need is back.
+	case len(changed) > 0 && configHash(next) == o.templateHash:
+		d.action, d.unchanged = writeBaseline, true // e.g. after a rollout undo and the content set back
 	case len(changed) > 0:
-		d.action = rollOut
-	case o.now.String() != before.String():
+		d.action, d.changed = rollOut, changed
+	case !hasBaseline || next.String() != before.String():
 		d.action = writeBaseline
 	}
 	return d
 }
 
-// observe reads the opted-in inputs of workload obj from the cache; false
-// when the workload opted out of every reload. Invalid annotations get a
-// Warning Event and are ignored.
-func (c *Controller) observe(k key, obj any) (observed, bool) {
-	a := obj.(metav1.Object).GetAnnotations()
+// observe reads the opted-in inputs of workload obj from the cache. A
+// workload with courier.dev/reload: "false" has none. Invalid annotations get
+// a Warning Event and are ignored.
+func (c *Controller) observe(k key, obj any) observed {
+	_, tmpl := workload.Of(obj)
+	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
+		templateHash: tmpl.Annotations[wellknown.ConfigHash], previous: baseline{}}
+	w := obj.(metav1.Object)
+	a := w.GetAnnotations()
+	recorded := parseBaseline(a[wellknown.ConfigInputs])
 	if a[wellknown.Reload] == "false" {
-		return observed{}, false
+		return o
 	}
 	if v, ok := a[wellknown.Reload]; ok && v != "true" {
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
@@ -234,19 +347,28 @@ func (c *Controller) observe(k key, obj any) (observed, bool) {
 			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
 		}
 	}
-	o := observed{now: baseline{}, optional: map[string]bool{}}
-	_, tmpl := workload.Of(obj)
 	for _, ref := range inputs.Of(&tmpl.Spec) {
-		in := c.lookup(ref.Kind, k.Namespace, ref.Name)
-		if !(all || named[ref.ID()] || (in != nil && c.wantsReload(ref.Kind, in))) {
+		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
+		if !(all || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))) {
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
-		if in != nil {
-			o.now[ref.ID()] = consumedDigest(ref, in.entries)
+		if m == nil {
+			continue
+		}
+		in := c.lookup(ref.Kind, k.Namespace, ref.Name)
+		if keys := missingKeys(ref, in.entries); len(keys) > 0 && !ref.Optional {
+			o.missingKeys[ref.ID()] = keys
+			continue
+		}
+		o.now[ref.ID()] = consumedDigest(ref, in.entries)
+		if _, inBaseline := recorded[ref.ID()]; !inBaseline {
+			if prev, ok := c.previous(informers.InputKey(ref.Kind, k.Namespace, ref.Name), w.GetCreationTimestamp().Time); ok {
+				o.previous[ref.ID()] = consumedDigest(ref, prev)
+			}
 		}
 	}
-	return o, true
+	return o
 }
 
 // sync carries out the decision on one workload: at most one patch.
@@ -256,20 +378,16 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	if err != nil || !ok {
 		return err
 	}
-	o, ok := c.observe(k, obj)
-	if !ok {
-		return nil // opted out of every reload
-	}
 	w := obj.(metav1.Object)
 	stored, hasBaseline := w.GetAnnotations()[wellknown.ConfigInputs]
-	d := decide(stored, hasBaseline, o)
+	d := decide(stored, hasBaseline, c.observe(k, obj))
 	if d.firstSight {
 		c.metrics.skipped.WithLabelValues(skipFirstSight).Inc()
 	}
 	for _, id := range d.missing {
 		c.metrics.skipped.WithLabelValues(skipMissing).Inc()
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInputMissing, fmt.Sprintf(
-			"%s is consumed by this workload but was deleted; courier made no rollout. Running pods keep what they have; new pods cannot start until it exists again", id))
+			"%s is consumed by this workload but is gone; courier rolls nothing out until it is back (then only if its content differs from what the pods were given). Running pods keep what they have; new pods cannot start until it exists again", id))
 	}
 	if d.appeared {
 		c.metrics.skipped.WithLabelValues(skipAppeared).Inc()
@@ -278,12 +396,14 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case writeNothing:
 		return nil
 	case writeBaseline:
-		return c.write(ctx, k, w, o.now, nil)
+		return c.write(ctx, k, w, d.baseline, nil)
+	case dropBaseline:
+		return c.patch(ctx, k, w, map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	if err := c.write(ctx, k, w, o.now, d.changed); err != nil {
+	if err := c.write(ctx, k, w, d.baseline, d.changed); err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
 		return err
@@ -300,13 +420,19 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 
 // write patches the baseline, and with changed inputs, the rollout.
 func (c *Controller) write(ctx context.Context, k key, w metav1.Object, now baseline, changed []string) error {
-	annotations := map[string]string{wellknown.ConfigInputs: now.String()}
+	annotations := map[string]any{wellknown.ConfigInputs: now.String()}
 	hash := ""
 	if len(changed) > 0 {
 		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
 		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
 		hash = configHash(now)
 	}
+	return c.patch(ctx, k, w, annotations, hash)
+}
+
+// patch sends the workload courier's annotations (nil removes one) and, with
+// a hash, the rollout.
+func (c *Controller) patch(ctx context.Context, k key, w metav1.Object, annotations map[string]any, hash string) error {
 	data, err := patch(k.Kind, w.GetResourceVersion(), annotations, hash)
 	if err != nil {
 		return err

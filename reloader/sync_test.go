@@ -84,7 +84,7 @@ func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+tt.hash, func(t *testing.T) {
-			got, err := patch(tt.kind, "7", map[string]string{wellknown.ConfigInputs: "secret/a=1"}, tt.hash)
+			got, err := patch(tt.kind, "7", map[string]any{wellknown.ConfigInputs: "secret/a=1"}, tt.hash)
 			if err != nil {
 				t.Fatal(err)
 			}
