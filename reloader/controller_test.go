@@ -206,3 +206,28 @@ func TestSyncDeletedInputIsInputMissingAndWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A source's values are digested once per resourceVersion, not once per
+// consumer sync (#13 item 17).
+func TestASourcesDigestsAreComputedOncePerChange(t *testing.T) {
+	f := newFixture(t, Options{})
+	src := secret("db", "v1", nil)
+	src.UID, src.ResourceVersion = "u", "1"
+	// Stored as a source is: values kept.
+	if err := f.inf.Secrets.Informer().GetIndexer().Add(src); err != nil {
+		t.Fatal(err)
+	}
+	first := f.c.lookup(wellknown.KindSecret, "app", "db").entries
+	second := f.c.lookup(wellknown.KindSecret, "app", "db").entries
+	if &first[0] != &second[0] {
+		t.Error("the source's digests were computed again for a second consumer")
+	}
+	changed := src.DeepCopy()
+	changed.ResourceVersion, changed.Data["k"] = "2", []byte("v2")
+	if err := f.inf.Secrets.Informer().GetIndexer().Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	if third := f.c.lookup(wellknown.KindSecret, "app", "db").entries; third[0].Digest == first[0].Digest {
+		t.Error("a changed source kept its old digests")
+	}
+}
