@@ -6,13 +6,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/courier-k8s/courier/e2e/cluster"
 )
 
 // fight runs change on the replica ns/name every time done says it is not
@@ -340,4 +345,100 @@ func TestAnInvalidSelectorOnTheOlderSourceKeepsItsClaim(t *testing.T) {
 		r, err := getSecret(ctx, dst, "db")
 		return err == nil && r.Annotations[keySource] == a+"/db" && string(r.Data["k"]) == "older", err
 	})
+}
+
+// Item 21: an overlay that sets only namespace: installs a working courier
+// elsewhere: nothing rendered names courier-system, and the guard policy lets
+// courier's own reverts through (it checks the verb override, which courier's
+// ClusterRole grants, not a ServiceAccount's name).
+func TestInstallIntoAnotherNamespace(t *testing.T) {
+	const overlay, ns = "e2e/testdata/overlay-namespace", "courier-ops"
+	ctx := t.Context()
+	rendered, err := kubectl(ctx, "kustomize", overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rendered), installNamespace) {
+		t.Errorf("the overlay's render still names %s:\n%s", installNamespace, grepLines(string(rendered), installNamespace))
+	}
+	t.Cleanup(func() {
+		_, _ = kubectl(context.Background(), "delete", "-k", overlay, "--wait=true", "--timeout=90s")
+		// The overlay's ClusterRole and binding are the ones every other test's courier runs with.
+		if err := courierIdentity().grantCluster(context.Background()); err != nil {
+			t.Errorf("restore courier's RBAC: %v", err)
+		}
+	})
+	if out, err := kubectl(ctx, "apply", "-k", overlay); err != nil {
+		t.Fatalf("kubectl apply -k %s: %v\n%s", overlay, err, out)
+	}
+	eventually(t, 60*time.Second, "Deployment courier in "+ns+" available", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, "courier", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == 2, err
+	})
+
+	// courier as the overlay's ServiceAccount, with the RBAC the overlay installed.
+	id := testID()
+	src := newNamespace(t, "src", nil)
+	dst := newNamespace(t, "dst", map[string]string{"test": id})
+	c := startCourierAs(t, identity{sa: "courier", rules: env.rbac, namespace: ns}, nil, "--namespace="+ns, "--source-namespaces="+src)
+	c.WaitLeader(ctx)
+	createSecret(t, src, "cfg", withAnnotation(keyReplicateTo, "test="+id), withData("k", "v"))
+	eventually(t, converge, "replica", secretIn(dst, "cfg", map[string][]byte{"k": []byte("v")}))
+
+	// The policy is enforced: someone who may edit Secrets there may not edit the replica.
+	alice := clientFor(t, env.cluster.Impersonating("alice-"+id))
+	bindRole(t, dst, "alice-"+id, editRole)
+	eventually(t, converge, "the guard policy denies alice", func(ctx context.Context) (bool, error) {
+		err := tryWrite(ctx, alice, "update", dst, "cfg")
+		return err != nil && strings.Contains(err.Error(), "courier guards"), nil
+	})
+	// courier's revert of an edit gets through it.
+	updateSecret(t, dst, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("edited") })
+	eventually(t, converge, "courier reverted the edit through the policy", secretIn(dst, "cfg", map[string][]byte{"k": []byte("v")}))
+}
+
+// Item 22: a controller that keeps a protected source up to date (External
+// Secrets, cert-manager) is let through by binding ClusterRole
+// courier-override to its ServiceAccount; one without it is denied.
+func TestOverrideRoleLetsAControllerUpdateAProtectedSource(t *testing.T) {
+	installGuardPolicy(t)
+	objs, err := renderManifests(t.Context(), "manifests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role *rbacv1.ClusterRole
+	for _, o := range objs {
+		if r, ok := o.(*rbacv1.ClusterRole); ok && r.Name == "courier-override" {
+			role = r
+		}
+	}
+	if role == nil {
+		t.Fatal("manifests/ ship no ClusterRole courier-override")
+	}
+	if _, err := admin().RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin().RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+
+	src := newNamespace(t, "src", nil)
+	createSecret(t, src, "tls", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "*"), withData("tls.crt", "v1"))
+	eso := cluster.ServiceAccountUser("external-secrets", "external-secrets")
+	other := cluster.ServiceAccountUser("tools", "other")
+	for _, user := range []string{eso, other} {
+		bindRole(t, src, user, editRole)
+	}
+	bindRole(t, src, eso, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "courier-override"})
+	esoClient := clientFor(t, env.cluster.AsServiceAccount("external-secrets", "external-secrets"))
+	otherClient := clientFor(t, env.cluster.AsServiceAccount("tools", "other"))
+	eventually(t, converge, "the policy denies a ServiceAccount without courier-override", func(ctx context.Context) (bool, error) {
+		err := tryWrite(ctx, otherClient, "update", src, "tls")
+		return err != nil && strings.Contains(err.Error(), "courier guards"), nil
+	})
+	for _, op := range []string{"update", "delete"} {
+		if err := tryWrite(t.Context(), esoClient, op, src, "tls"); err != nil {
+			t.Errorf("the ServiceAccount bound to courier-override may not %s the protected source: %v", op, err)
+		}
+	}
 }

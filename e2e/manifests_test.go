@@ -77,7 +77,9 @@ func rbacFrom(objs []runtime.Object) (manifestRBAC, error) {
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *rbacv1.ClusterRole:
-			r.cluster = o.Rules
+			if o.Name == "courier" { // not courier-override, which is for others
+				r.cluster = o.Rules
+			}
 		case *rbacv1.Role:
 			r.leader = o.Rules
 		}
@@ -89,30 +91,39 @@ func rbacFrom(objs []runtime.Object) (manifestRBAC, error) {
 }
 
 // identity is who a courier process runs as: a ServiceAccount in
-// courier-system bound to a ClusterRole of the same name with rules.cluster,
-// and, in the courier's own namespace, to a Role with rules.leader.
+// courier-system (or namespace) bound to a ClusterRole of the same name with
+// rules.cluster, and, in the courier's own namespace, to a Role with
+// rules.leader.
 type identity struct {
-	sa    string
-	rules manifestRBAC
+	sa        string
+	rules     manifestRBAC
+	namespace string // "": installNamespace
+}
+
+func (id identity) ns() string {
+	if id.namespace == "" {
+		return installNamespace
+	}
+	return id.namespace
 }
 
 // courierIdentity is courier's ServiceAccount with exactly the RBAC of
 // manifests/; every courier a test starts runs as it unless it says otherwise.
 func courierIdentity() identity { return identity{sa: "courier", rules: env.rbac} }
 
-func (id identity) user() string { return cluster.ServiceAccountUser(installNamespace, id.sa) }
+func (id identity) user() string { return cluster.ServiceAccountUser(id.ns(), id.sa) }
 
 // impersonation is what a kubeconfig for id sets: the user and the groups
 // the API server gives a ServiceAccount.
 func (id identity) impersonation() rest.ImpersonationConfig {
 	return rest.ImpersonationConfig{
 		UserName: id.user(),
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"},
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + id.ns(), "system:authenticated"},
 	}
 }
 
 func (id identity) subjects() []rbacv1.Subject {
-	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: id.sa, Namespace: installNamespace}}
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: id.sa, Namespace: id.ns()}}
 }
 
 // grantCluster creates or replaces id's ClusterRole and ClusterRoleBinding.
