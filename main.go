@@ -140,6 +140,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		return err
 	}
 	rep, err := replicator.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, replicator.Options{
+		Installation:      o.Namespace,
 		SourceNamespaces:  o.SourceNamespaces,
 		ExcludeNamespaces: o.ExcludeNamespaces,
 		Workers:           o.ReplicatorWorkers,

@@ -25,12 +25,13 @@ import (
 
 // courierProcess is one courier daemon started by a test.
 type courierProcess struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	addr    string // metrics address, 127.0.0.1:port
-	logPath string
-	done    chan struct{}
-	err     error
+	t         *testing.T
+	namespace string // --namespace: its Lease, and its installation's name
+	cmd       *exec.Cmd
+	addr      string // metrics address, 127.0.0.1:port
+	logPath   string
+	done      chan struct{}
+	err       error
 }
 
 // startCourier runs courier against the test cluster as its ServiceAccount,
@@ -63,6 +64,7 @@ func startCourierAs(t *testing.T, id identity, extraEnv []string, args ...string
 	if ns == "" {
 		ns = newNamespace(t, "courier", nil)
 	}
+	p.namespace = ns
 	if err := id.grantLeader(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}

@@ -442,3 +442,36 @@ func TestOverrideRoleLetsAControllerUpdateAProtectedSource(t *testing.T) {
 		}
 	}
 }
+
+// Item 20: two installations with different --source-namespaces leave each
+// other's replicas alone: a replica names the installation that made it, and
+// another installation reports a same-named source's claim as a conflict.
+func TestTwoInstallationsLeaveEachOthersReplicasAlone(t *testing.T) {
+	id := testID()
+	srcA, srcB := newNamespace(t, "srca", nil), newNamespace(t, "srcb", nil)
+	dst := newNamespace(t, "dst", map[string]string{"test": id})
+	a := startCourier(t, "--source-namespaces="+srcA)
+	b := startCourier(t, "--source-namespaces="+srcB)
+	a.WaitLeader(t.Context())
+	b.WaitLeader(t.Context())
+
+	createSecret(t, srcA, "shared", withAnnotation(keyReplicateTo, "test="+id), withData("k", "from-a"))
+	eventually(t, converge, "a's replica", secretIn(dst, "shared", map[string][]byte{"k": []byte("from-a")}))
+	replica, err := getSecret(t.Context(), dst, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := replica.Annotations[keyInstallation]; got != a.namespace {
+		t.Errorf("%s = %q, want %q", keyInstallation, got, a.namespace)
+	}
+	createSecret(t, srcB, "shared", withAnnotation(keyReplicateTo, "test="+id), withData("k", "from-b"))
+	eventually(t, converge, "b reports the name taken", eventWith(srcB, "shared", "ReplicaConflict", dst))
+	consistently(t, quiet, "a's replica stays, untouched", func(ctx context.Context) (bool, error) {
+		r, err := getSecret(ctx, dst, "shared")
+		return err == nil && r.UID == replica.UID && r.ResourceVersion == replica.ResourceVersion, err
+	})
+	b.WaitMetricsExactly(t.Context(), map[string]float64{
+		`courier_replicator_writes_total{kind="Secret",operation="delete"}`: 0,
+		`courier_replicator_writes_total{kind="Secret",operation="update"}`: 0,
+	})
+}

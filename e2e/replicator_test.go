@@ -15,11 +15,12 @@ import (
 )
 
 const (
-	keyReplicateTo = "courier.dev/replicate-to"
-	keyReplica     = "courier.dev/replica"
-	keySource      = "courier.dev/source"
-	keyContentHash = "courier.dev/content-hash"
-	keyManagedBy   = "app.kubernetes.io/managed-by"
+	keyReplicateTo  = "courier.dev/replicate-to"
+	keyReplica      = "courier.dev/replica"
+	keySource       = "courier.dev/source"
+	keyContentHash  = "courier.dev/content-hash"
+	keyInstallation = "courier.dev/installation"
+	keyManagedBy    = "app.kubernetes.io/managed-by"
 )
 
 // replicationSetup is a source namespace, a courier allowed to use it, and
@@ -71,8 +72,9 @@ func TestReplicaMatchesSourceAndCarriesOnlyCourierMetadata(t *testing.T) {
 	if got := r.Annotations[keySource]; got != s.src+"/blogsecret" {
 		t.Errorf("%s = %q, want %q", keySource, got, s.src+"/blogsecret")
 	}
-	if len(r.Annotations) != 2 || !strings.HasPrefix(r.Annotations[keyContentHash], "") || len(r.Annotations[keyContentHash]) != 64 {
-		t.Errorf("replica annotations = %v, want exactly %s and a sha256 %s", r.Annotations, keySource, keyContentHash)
+	if len(r.Annotations) != 3 || len(r.Annotations[keyContentHash]) != 64 || r.Annotations[keyInstallation] != s.courier.namespace {
+		t.Errorf("replica annotations = %v, want exactly %s, a sha256 %s and %s=%s",
+			r.Annotations, keySource, keyContentHash, keyInstallation, s.courier.namespace)
 	}
 	if r.Type != corev1.SecretTypeOpaque || r.Immutable != nil {
 		t.Errorf("type %q immutable %v, want Opaque and unset", r.Type, r.Immutable)

@@ -30,6 +30,10 @@ import (
 
 // Options configures the replicator.
 type Options struct {
+	// Installation names this courier installation on the replicas it
+	// makes: the namespace it runs in. Another installation's replicas are
+	// never touched.
+	Installation      string
 	SourceNamespaces  globs.List
 	ExcludeNamespaces globs.List
 	// Workers is how many pairs are synced, and so written, at once.

@@ -146,7 +146,7 @@ func isTrue(b *bool) bool { return b != nil && *b }
 
 // replicaMeta is a replica's metadata: what is not courier's is kept from
 // existing (nil for a new replica); courier's own keys are set.
-func replicaMeta(src metav1.Object, namespace, hash string, existing metav1.Object) metav1.ObjectMeta {
+func replicaMeta(src metav1.Object, namespace, hash, installation string, existing metav1.Object) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: src.GetName(), Namespace: namespace}
 	labels := map[string]string{}
 	annotations := map[string]string{}
@@ -161,6 +161,7 @@ func replicaMeta(src metav1.Object, namespace, hash string, existing metav1.Obje
 	labels[wellknown.Replica] = "true"
 	annotations[wellknown.Source] = src.GetNamespace() + "/" + src.GetName()
 	annotations[wellknown.ContentHash] = hash
+	annotations[wellknown.Installation] = installation
 	m.Labels, m.Annotations = labels, annotations
 	return m
 }

@@ -33,13 +33,15 @@ const (
 	InSync
 )
 
-// Classify says what obj (nil: nothing) is to the source ref whose content
-// hash is sourceHash; objHash is the content hash of what obj holds.
-func Classify(ref, sourceHash string, obj metav1.Object, objHash string) Found {
+// Classify says what obj (nil: nothing) is, to the courier installation
+// running in namespace installation, where the source ref whose content hash
+// is sourceHash wants its replica; objHash is the content hash of what obj
+// holds. Another installation's replica is Foreign.
+func Classify(installation, ref, sourceHash string, obj metav1.Object, objHash string) Found {
 	if obj == nil {
 		return Missing
 	}
-	owner, managed := ownerOf(obj)
+	owner, managed := ownerOf(obj, installation)
 	switch {
 	case !managed:
 		return Foreign
@@ -51,10 +53,16 @@ func Classify(ref, sourceHash string, obj metav1.Object, objHash string) Found {
 	return InSync
 }
 
-// ownerOf tells whether courier created m (any of its markers is enough, so
-// a stripped label is reverted rather than taken for a stranger's object)
-// and which source it belongs to ("" if that annotation is gone).
-func ownerOf(m metav1.Object) (source string, managed bool) {
+// ownerOf tells whether this installation of courier created m (any of its
+// markers is enough, so a stripped label is reverted rather than taken for a
+// stranger's object; a replica that names another installation is not) and
+// which source it belongs to ("" if that annotation is gone). A replica
+// naming no installation was made before replicas named one: it is taken as
+// this installation's.
+func ownerOf(m metav1.Object, installation string) (source string, managed bool) {
+	if inst, ok := m.GetAnnotations()[wellknown.Installation]; ok && inst != installation {
+		return "", false
+	}
 	source, hasSource := m.GetAnnotations()[wellknown.Source]
 	l := m.GetLabels()
 	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
@@ -80,6 +88,7 @@ const (
 
 // pairFacts is everything a pair's plan depends on, read from the cache.
 type pairFacts struct {
+	installation  string   // this courier's (see Classify)
 	ref           string   // the source, "namespace/name"
 	want          decision // what the pair needs
 	namespaceGone bool
@@ -146,7 +155,7 @@ func planPair(f pairFacts) plan {
 	e := f.existing
 	var found Found
 	if e != nil {
-		found = Classify(f.ref, f.hash, e.meta, e.hash)
+		found = Classify(f.installation, f.ref, f.hash, e.meta, e.hash)
 	}
 	switch {
 	case found == Foreign && f.want == ensure:
@@ -198,6 +207,6 @@ func planPair(f pairFacts) plan {
 // wrote it, unless it is another source's replica that this older source
 // takes over.
 func changedBySomeoneElse(f pairFacts, e *replicaFacts) bool {
-	owner, _ := ownerOf(e.meta)
+	owner, _ := ownerOf(e.meta, f.installation)
 	return tampered(e.meta, e.hash, f.ref) && (owner == f.ref || !e.ownerIsSource)
 }

@@ -10,16 +10,18 @@ import (
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
+const testInstallation = "courier-system"
+
 // TestPlanPair has a row for each line of docs/SPEC.md that a pair's plan
 // decides; the facts are what syncPair reads from the cache.
 func TestPlanPair(t *testing.T) {
 	const ref, hash = "platform/db", "h2"
 	ours := func(stamped string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", stamped, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", stamped, testInstallation, nil)
 		return &m
 	}
 	theirs := func(owner string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, nil)
 		m.Annotations[wellknown.Source] = owner
 		return &m
 	}
@@ -33,7 +35,7 @@ func TestPlanPair(t *testing.T) {
 		return &replicaFacts{meta: m, hash: held, typ: corev1.SecretTypeOpaque}
 	}
 	ensuring := func(existing *replicaFacts) pairFacts {
-		return pairFacts{ref: ref, want: ensure, claimant: ref, hash: hash, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
+		return pairFacts{installation: testInstallation, ref: ref, want: ensure, claimant: ref, hash: hash, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
 	}
 	with := func(f pairFacts, change func(*pairFacts)) pairFacts { change(&f); return f }
 
@@ -69,8 +71,22 @@ func TestPlanPair(t *testing.T) {
 			plan{action: recreate, state: writtenState}},
 		{"an object courier did not create is never modified: ReplicaConflict", ensuring(replica(foreign, "x")),
 			plan{action: conflict, state: conflictState, reason: "Secret prod/db exists and was not created by courier; it is left untouched"}},
+		{"another installation's replica is never modified: ReplicaConflict",
+			ensuring(replica(func() metav1.Object {
+				m := ours(hash).(*metav1.ObjectMeta)
+				m.Annotations[wellknown.Installation] = "ops"
+				return m
+			}(), hash)),
+			plan{action: conflict, state: conflictState, reason: "Secret prod/db exists and was not created by courier; it is left untouched"}},
+		{"another installation's replica is never deleted",
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(func() metav1.Object {
+				m := ours(hash).(*metav1.ObjectMeta)
+				m.Annotations[wellknown.Installation] = "ops"
+				return m
+			}(), "")},
+			plan{state: forgetState}},
 		{"an object courier did not create is never deleted",
-			pairFacts{ref: ref, want: remove, existing: replica(foreign, "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(foreign, "")},
 			plan{state: forgetState}},
 		{"two sources claim one name: the older wins, the younger gets the event",
 			with(ensuring(replica(theirs("other/db"), hash)), func(f *pairFacts) { f.claimant = "other/db" }),
@@ -82,28 +98,28 @@ func TestPlanPair(t *testing.T) {
 			ensuring(replica(theirs("gone/db"), hash)),
 			plan{action: update, state: writtenState, reverted: true}},
 		{"selector narrowed or annotation removed → replica deleted",
-			pairFacts{ref: ref, want: remove, existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(ours(hash), "")},
 			plan{action: del, state: forgetState}},
 		{"source deleted → replica deleted",
-			pairFacts{ref: ref, want: remove, existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(ours(hash), "")},
 			plan{action: del, state: forgetState}},
 		{"no longer targeted, another source wants the name here: handed over, not deleted",
-			pairFacts{ref: ref, want: remove, claimant: "other/db", existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, claimant: "other/db", existing: replica(ours(hash), "")},
 			plan{action: handOver, state: forgetState}},
 		{"another source's replica is not ours to remove",
-			pairFacts{ref: ref, want: remove, existing: replica(theirs("other/db"), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(theirs("other/db"), "")},
 			plan{state: forgetState}},
 		{"not targeted and nothing there: nothing",
-			pairFacts{ref: ref, want: remove},
+			pairFacts{installation: testInstallation, ref: ref, want: remove},
 			plan{state: forgetState}},
 		{"an invalid selector changes nothing (existing replicas stay)",
-			pairFacts{ref: ref, want: leave, existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: leave, existing: replica(ours(hash), "")},
 			plan{}},
 		{"a namespace being deleted gets nothing",
-			pairFacts{ref: ref, want: leave},
+			pairFacts{installation: testInstallation, ref: ref, want: leave},
 			plan{}},
 		{"a namespace gone: its pair is forgotten",
-			pairFacts{ref: ref, want: leave, namespaceGone: true},
+			pairFacts{installation: testInstallation, ref: ref, want: leave, namespaceGone: true},
 			plan{state: forgetState}},
 	}
 	for _, tt := range tests {
@@ -118,8 +134,8 @@ func TestPlanPair(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	const ref, hash = "platform/db", "h"
-	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", hash, nil)
-	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, nil)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", hash, testInstallation, nil)
+	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, nil)
 	tests := []struct {
 		name    string
 		obj     metav1.Object
@@ -131,10 +147,20 @@ func TestClassify(t *testing.T) {
 		{"another source's replica", &other, hash, OtherSources},
 		{"ours, content differs", &m, "old", Stale},
 		{"ours, equal", &m, hash, InSync},
+		{"made before replicas named their installation", func() metav1.Object {
+			legacy := *m.DeepCopy()
+			delete(legacy.Annotations, wellknown.Installation)
+			return &legacy
+		}(), hash, InSync},
+		{"another installation's replica", func() metav1.Object {
+			theirs := *m.DeepCopy()
+			theirs.Annotations[wellknown.Installation] = "ops"
+			return &theirs
+		}(), hash, Foreign},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Classify(ref, hash, tt.obj, tt.objHash); got != tt.want {
+			if got := Classify(testInstallation, ref, hash, tt.obj, tt.objHash); got != tt.want {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
 			}
 		})

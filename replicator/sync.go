@@ -98,8 +98,8 @@ func (c *Controller) sourceState(src *item) (ok bool, problem string) {
 	if src.typ == corev1.SecretTypeServiceAccountToken {
 		return false, ReasonSourceNotReplicable
 	}
-	if _, managed := ownerOf(m); managed {
-		return false, "" // a replica is never a source
+	if _, managed := ownerOf(m, ""); managed || m.GetAnnotations()[wellknown.Installation] != "" {
+		return false, "" // a replica, of any installation, is never a source
 	}
 	if m.GetDeletionTimestamp() != nil || content.IsDigested(m) {
 		return false, ""
@@ -139,7 +139,7 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, exi
 	}
 	holder := ""
 	if existing != nil {
-		if owner, managed := ownerOf(existing.meta); managed {
+		if owner, managed := ownerOf(existing.meta, c.opts.Installation); managed {
 			holder = owner
 		}
 	}
@@ -193,12 +193,14 @@ func (c *Controller) syncSource(k key) error {
 		return nil
 	}
 	ok, problem := c.sourceState(src)
-	switch problem {
-	case ReasonSourceNotAllowed:
+	switch {
+	case problem == ReasonSourceNotAllowed && c.servedElsewhere(replicas):
+		// Another courier installation replicates it: not a mistake to report.
+	case problem == ReasonSourceNotAllowed:
 		c.warn(src, ReasonSourceNotAllowed, fmt.Sprintf(
 			"namespace %s is not an allowed source namespace (--source-namespaces=%s), so %s is ignored; move the source to an allowed namespace or add this namespace to --source-namespaces",
 			k.Namespace, c.opts.SourceNamespaces, wellknown.ReplicateTo))
-	case ReasonSourceNotReplicable:
+	case problem == ReasonSourceNotReplicable:
 		c.warn(src, ReasonSourceNotReplicable, fmt.Sprintf(
 			"%s Secrets are never replicated: a copy would hand this ServiceAccount's identity to other namespaces; remove %s",
 			corev1.SecretTypeServiceAccountToken, wellknown.ReplicateTo))
@@ -229,6 +231,17 @@ func (c *Controller) syncSource(k key) error {
 	}
 	enqueueReplicas()
 	return nil
+}
+
+// servedElsewhere reports whether one of replicas was made by another
+// courier installation.
+func (c *Controller) servedElsewhere(replicas []*item) bool {
+	for _, r := range replicas {
+		if inst, ok := r.meta.GetAnnotations()[wellknown.Installation]; ok && inst != c.opts.Installation {
+			return true
+		}
+	}
+	return false
 }
 
 // syncPair makes the target namespace hold exactly what the pair needs: it
@@ -291,7 +304,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			return nil
 		}
 		err := c.write(k, seen, opCreate, func() error {
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, nil)))
 		})
 		if apierrors.IsAlreadyExists(err) && k.Kind == kindSecret && c.queue.NumRequeues(k) > 0 {
 			// A retry later the cache still has nothing of that name: it is
@@ -327,11 +340,11 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, nil)))
+			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, nil)))
 		})
 	} else {
 		err = c.write(k, seen, opUpdate, func() error {
-			return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, existing.meta)))
+			return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, existing.meta)))
 		})
 	}
 	c.states.set(k, err)
@@ -351,6 +364,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 // the target, and the target namespace (each nil when gone).
 func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev1.Namespace) (pairFacts, error) {
 	f := pairFacts{
+		installation:  c.opts.Installation,
 		ref:           k.sourceRef(),
 		want:          c.decide(src, ns),
 		namespaceGone: ns == nil,
@@ -364,7 +378,7 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		if f.want == ensure {
 			e.hash = content.Hash(existing.entries())
 		}
-		if owner, managed := ownerOf(existing.meta); managed && owner != f.ref {
+		if owner, managed := ownerOf(existing.meta, c.opts.Installation); managed && owner != f.ref {
 			e.ownerIsSource = c.isSource(o, owner)
 		}
 		f.existing = e

@@ -80,7 +80,7 @@ func TestEligible(t *testing.T) {
 
 func TestTampered(t *testing.T) {
 	good := func() *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", "h1", nil)}
+		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", "h1", testInstallation, nil)}
 	}
 	tests := []struct {
 		name   string
@@ -126,7 +126,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c, err := New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(),
 		record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), Options{
-			SourceNamespaces: sources, Workers: 1, Clock: clk,
+			Installation: testInstallation, SourceNamespaces: sources, Workers: 1, Clock: clk,
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func source(selector string, data map[string]string) *corev1.Secret {
 func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
 	var entries = content.SecretEntries(src)
 	return &corev1.Secret{
-		ObjectMeta: replicaMeta(src, target, content.Hash(entries), &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
+		ObjectMeta: replicaMeta(src, target, content.Hash(entries), testInstallation, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
 		Type:       src.Type, Data: src.Data,
 	}
 }
@@ -418,7 +418,7 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 		t.Fatalf("no ConfigMap created; writes %v", f.writes())
 	}
 	hash := content.Hash(content.ConfigMapEntries(src))
-	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, nil), Data: src.Data, BinaryData: src.BinaryData}
+	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, testInstallation, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)
 	}

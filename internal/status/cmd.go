@@ -52,7 +52,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		return 2
 	}
 
-	o := Options{SourceNamespaces: src, ExcludeNamespaces: excl}
+	o := Options{Installation: namespace, SourceNamespaces: src, ExcludeNamespaces: excl}
 	if err := printStatus(context.Background(), kubeconfig, o, output, stdout); err != nil {
 		fmt.Fprintf(stderr, "courier status: %v\n", err)
 		return 1

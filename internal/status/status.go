@@ -68,6 +68,8 @@ type Consumer struct {
 
 // Options are the daemon's flags that decide what a source does.
 type Options struct {
+	// Installation is courier's namespace, which its replicas name.
+	Installation                        string
 	SourceNamespaces, ExcludeNamespaces globs.List
 }
 
@@ -156,7 +158,7 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			if got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]; ok {
 				obj, held = got.Meta, got.Meta.GetAnnotations()[wellknown.ContentHash]
 			}
-			switch replicator.Classify(ref, src.Hash, obj, held) {
+			switch replicator.Classify(o.Installation, ref, src.Hash, obj, held) {
 			case replicator.Missing:
 				s.Error++
 			case replicator.Foreign, replicator.OtherSources:

@@ -26,6 +26,9 @@ const (
 	Replica = Prefix + "replica"
 	// Source (annotation, on a replica) is "<namespace>/<name>" of its source.
 	Source = Prefix + "source"
+	// Installation (annotation, on a replica) names the courier installation
+	// that made it: the namespace that installation runs in (--namespace).
+	Installation = Prefix + "installation"
 	// ContentHash (annotation, on a replica) is the sha256 of its content.
 	ContentHash = Prefix + "content-hash"
 	// ConfigHash (annotation, on a pod template) is the sha256 of the consumed
