@@ -475,3 +475,114 @@ func TestTwoInstallationsLeaveEachOthersReplicasAlone(t *testing.T) {
 		`courier_replicator_writes_total{kind="Secret",operation="update"}`: 0,
 	})
 }
+
+// watchDeletes reports, when the test asks, whether ns/name was deleted
+// since the watch began.
+func watchDeletes(t *testing.T, ns, name string) func() bool {
+	t.Helper()
+	w, err := admin().CoreV1().Secrets(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return func() bool {
+		for {
+			select {
+			case e := <-w.ResultChan():
+				if e.Type == watch.Deleted {
+					return true
+				}
+			case <-time.After(500 * time.Millisecond):
+				return false
+			}
+		}
+	}
+}
+
+// Item 2: a protected source deleted while courier is not running is
+// restored when it is back, with its content and selector, and its replicas
+// are never deleted.
+func TestAProtectedSourceDeletedWhileCourierIsDownIsRestored(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	orig := createSecret(t, s.src, "ca", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id),
+		withAnnotation("note", "keep me"), withData("ca.crt", "PEM"))
+	eventually(t, converge, "replica", secretIn(dst, "ca", orig.Data))
+	eventually(t, converge, "backup", func(ctx context.Context) (bool, error) {
+		_, err := getSecret(ctx, s.src, "courier-backup.ca")
+		return err == nil, nil
+	})
+	deleted := watchDeletes(t, dst, "ca")
+
+	s.courier.Stop()
+	deleteSecret(t, s.src, "ca")
+	c := startCourier(t, "--source-namespaces="+s.src)
+	c.WaitLeader(t.Context())
+	eventually(t, converge, "restored", secretIn(s.src, "ca", orig.Data))
+	got, _ := getSecret(t.Context(), s.src, "ca")
+	if got.Annotations[keyReplicateTo] != "test="+s.id || got.Annotations["note"] != "keep me" || got.Labels[keyProtect] != "true" {
+		t.Errorf("restored metadata: labels %v annotations %v", got.Labels, got.Annotations)
+	}
+	eventually(t, converge, "SourceRestored", eventWith(s.src, "ca", "SourceRestored"))
+	time.Sleep(quiet)
+	if deleted() {
+		t.Error("the replica was deleted")
+	}
+}
+
+// Item 3: a protected source held by a finalizer, or deleted in the
+// foreground, keeps its replicas (same objects) until it is restored.
+func TestAProtectedSourceBeingDeletedKeepsItsReplicas(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "ca", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"),
+		func(x *corev1.Secret) { x.Finalizers = []string{"example.com/hold"} })
+	createSecret(t, s.src, "fg", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	for _, name := range []string{"ca", "fg"} {
+		eventually(t, converge, "replica "+name, secretIn(dst, name, map[string][]byte{"k": []byte("v")}))
+	}
+	deletedCA, deletedFG := watchDeletes(t, dst, "ca"), watchDeletes(t, dst, "fg")
+
+	deleteSecret(t, s.src, "ca")
+	fg := metav1.DeletePropagationForeground
+	if err := admin().CoreV1().Secrets(s.src).Delete(t.Context(), "fg", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(quiet) // "ca" is held by its finalizer all this time
+	if x, err := getSecret(t.Context(), s.src, "ca"); err != nil || x.DeletionTimestamp == nil {
+		t.Fatalf("the finalizer does not hold ca: %v %v", x, err)
+	}
+	updateSecret(t, s.src, "ca", func(x *corev1.Secret) { x.Finalizers = nil })
+	for _, name := range []string{"ca", "fg"} {
+		eventually(t, converge, name+" restored", func(ctx context.Context) (bool, error) {
+			x, err := getSecret(ctx, s.src, name)
+			return err == nil && x.DeletionTimestamp == nil, nil
+		})
+	}
+	time.Sleep(quiet)
+	if ca, fg := deletedCA(), deletedFG(); ca || fg {
+		t.Errorf("replicas deleted: ca %v, fg %v", ca, fg)
+	}
+}
+
+// Item 5: the garbage collector deleting a protected source whose owner went
+// is respected: not restored, and its replicas go with it.
+func TestAProtectedSourceTheGarbageCollectorDeletesStaysDeleted(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	owner, err := admin().CoreV1().ConfigMaps(s.src).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, s.src, "owned", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"),
+		func(x *corev1.Secret) {
+			x.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}
+		})
+	eventually(t, converge, "replica", secretIn(dst, "owned", map[string][]byte{"k": []byte("v")}))
+	if err := admin().CoreV1().ConfigMaps(s.src).Delete(t.Context(), owner.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the garbage collector deletes the source", secretGone(s.src, "owned"))
+	eventually(t, converge, "its replicas go with it", secretGone(dst, "owned"))
+	consistently(t, quiet, "not restored", secretGone(s.src, "owned"))
+}

@@ -3,7 +3,6 @@ package guard
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -28,9 +27,15 @@ import (
 	"github.com/courier-k8s/courier/internal/workers"
 )
 
-// ReasonSourceRestored is the Warning Event on a protected source that was
-// deleted and recreated.
-const ReasonSourceRestored = "SourceRestored"
+// Event reasons.
+const (
+	// ReasonSourceRestored is the Warning Event on a protected source that
+	// was deleted and recreated from its backup.
+	ReasonSourceRestored = "SourceRestored"
+	// ReasonBackupBlocked is the Warning Event on a protected source whose
+	// backup's name is taken by an object courier did not make.
+	ReasonBackupBlocked = "BackupBlocked"
+)
 
 // Options configures the guard.
 type Options struct {
@@ -46,7 +51,8 @@ type key struct {
 
 func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
-// Controller restores protected sources that were deleted.
+// Controller keeps a backup of every protected source beside it and
+// restores a protected source that was deleted from that backup.
 type Controller struct {
 	opts       Options
 	client     kubernetes.Interface
@@ -59,8 +65,12 @@ type Controller struct {
 	restored   *prometheus.CounterVec
 	budget     *Budget
 
-	mu       sync.Mutex
-	lastSeen map[key]metav1.Object // deleted protected sources awaiting restore
+	mu sync.Mutex
+	// retiring: protected sources whose last state before deletion was
+	// unprotected (the label was removed, then the object deleted, before
+	// the guard dropped the backup). Every process records them, so whoever
+	// leads drops the backup rather than restore.
+	retiring map[key]bool
 }
 
 // New builds the guard and registers its handlers on the Secret and
@@ -80,23 +90,24 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		},
 		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
-		// Backoff per source: 100 ms doubling to 1 min; a restore that keeps
-		// failing (quota, policy) keeps being retried, never dropped.
+		// Backoff per source: 100 ms doubling to 1 min; a backup or restore
+		// that keeps failing (quota, policy) keeps being retried, never dropped.
 		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		restored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "sources_restored_total",
-			Help: "Protected sources that were deleted and recreated from their last-seen state, by kind.",
+			Help: "Protected sources that were deleted and recreated from their backup, by kind.",
 		}, []string{"kind"}),
-		lastSeen: map[key]metav1.Object{},
+		retiring: map[key]bool{},
 		budget:   NewBudget(reg, o.Clock),
 	}
 	reg.MustRegister(c.restored)
 	metrics.Zero(c.restored, []string{wellknown.KindSecret, wellknown.KindConfigMap})
 	for kind, inf := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: secrets, wellknown.KindConfigMap: configMaps} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onAdd(kind, obj) },
+			AddFunc:    func(obj any) { c.onChange(kind, nil, obj) },
+			UpdateFunc: func(oldObj, newObj any) { c.onChange(kind, oldObj, newObj) },
 			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
 		}); err != nil {
 			return nil, fmt.Errorf("guard: %s handler: %w", kind, err)
@@ -107,9 +118,12 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 
 // Protected reports whether m is a source the guard protects: labelled
 // courier.dev/protect=true in an allowed source namespace, with its values
-// in the cache (the informer transform keeps them exactly for these).
+// in the cache (the informer transform keeps them exactly for these), and
+// owned by nothing: a source with owner references lives and dies with its
+// owner (the garbage collector's deletion stands).
 func (c *Controller) Protected(m metav1.Object) bool {
-	return m.GetLabels()[wellknown.Protect] == "true" && c.opts.SourceNamespaces.Match(m.GetNamespace()) && !content.IsDigested(m)
+	return m.GetLabels()[wellknown.Protect] == "true" && c.opts.SourceNamespaces.Match(m.GetNamespace()) &&
+		!content.IsDigested(m) && len(m.GetOwnerReferences()) == 0
 }
 
 // Allow is the revert budget (see Budget.Allow) the replicator asks before
@@ -124,24 +138,62 @@ func (c *Controller) Reverted(kind, replica string) { c.budget.Reverted(kind, re
 // Forget drops the revert budget of a replica that is gone or no longer wanted.
 func (c *Controller) Forget(kind, replica string) { c.budget.Forget(kind, replica) }
 
-// Restoring reports whether a deleted protected source is waiting to be
-// restored, until the cache holds it again; the replicator leaves its
-// replicas alone meanwhile.
+// Restoring reports whether the source kind namespace/name is gone or being
+// deleted while its backup says to restore it: the replicator keeps its
+// replicas meanwhile, through any deletion, until it is back.
 func (c *Controller) Restoring(kind, namespace, name string) bool {
+	if !c.opts.SourceNamespaces.Match(namespace) {
+		return false
+	}
+	k := key{kind, namespace, name}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.lastSeen[key{kind, namespace, name}]
-	return ok
+	retiring := c.retiring[k]
+	c.mu.Unlock()
+	if retiring {
+		return false
+	}
+	src, backup := c.get(kind, namespace, name), c.get(kind, namespace, backupName(name))
+	if backup == nil || !isBackup(backup.meta) {
+		return false
+	}
+	return src == nil || src.meta.GetDeletionTimestamp() != nil
 }
 
-// onAdd forgets a deleted protected source once the cache holds an object of
-// its name again: restored, by this process or another, or recreated by
-// someone. Every process, standby included, records and forgets alike, so a
-// new leader restores only what is still missing.
-func (c *Controller) onAdd(kind string, obj any) {
-	m, ok := obj.(metav1.Object)
-	if ok {
-		c.forget(key{kind, m.GetNamespace(), m.GetName()})
+func (c *Controller) get(kind, namespace, name string) *view {
+	obj, ok, err := c.indexers[kind].GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	return viewOf(obj)
+}
+
+// sourceKey is the key of the protected source obj is, or is the backup of.
+func sourceKey(kind string, m metav1.Object) key {
+	if isBackup(m) {
+		return key{kind, m.GetNamespace(), m.GetAnnotations()[wellknown.BackupOf]}
+	}
+	return key{kind, m.GetNamespace(), m.GetName()}
+}
+
+// onChange queues the source behind a protected object, one that was
+// protected, or a backup.
+func (c *Controller) onChange(kind string, oldObj, newObj any) {
+	m, ok := newObj.(metav1.Object)
+	if !ok || !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
+		return
+	}
+	wasProtected := false
+	if o, ok := oldObj.(metav1.Object); ok {
+		wasProtected = o.GetLabels()[wellknown.Protect] == "true"
+	}
+	if wasProtected || m.GetLabels()[wellknown.Protect] == "true" || isBackup(m) {
+		k := sourceKey(kind, m)
+		if !isBackup(m) {
+			c.mu.Lock()
+			delete(c.retiring, k) // there again
+			c.mu.Unlock()
+		}
+		c.queue.Add(k, time.Time{})
 	}
 }
 
@@ -150,109 +202,168 @@ func (c *Controller) onDelete(kind string, obj any) {
 		obj = d.Obj
 	}
 	m, ok := obj.(metav1.Object)
-	if !ok || !c.Protected(m) {
+	if !ok || !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
 		return
 	}
-	k := key{kind, m.GetNamespace(), m.GetName()}
-	c.mu.Lock()
-	c.lastSeen[k] = m
-	c.mu.Unlock()
+	k := sourceKey(kind, m)
+	switch {
+	case isBackup(m):
+		c.mu.Lock()
+		delete(c.retiring, k) // the backup is gone: nothing left to retire
+		c.mu.Unlock()
+	case c.Protected(m):
+	default:
+		// Deleted as an unprotected object: retired, if it had a backup.
+		if b := c.get(kind, m.GetNamespace(), backupName(m.GetName())); b == nil || !isBackup(b.meta) {
+			return
+		}
+		c.mu.Lock()
+		c.retiring[k] = true
+		c.mu.Unlock()
+	}
 	c.queue.Add(k, time.Time{})
 }
 
-// Run restores while this process leads, until ctx ends; it may be called
-// again for the next term (see package workers).
+// Run keeps backups and restores while this process leads, until ctx ends;
+// it may be called again for the next term (see package workers).
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("guard", ctx.Done(), c.synced...) {
 		return nil
 	}
 	c.queue.Run(ctx, 1, key{}, c.resync, c.sync, func(k key, err error) {
-		c.logger.Error("restoring a protected source failed; retrying with backoff", zap.Stringer("source", k), zap.Error(err))
+		c.logger.Error("backing up or restoring a protected source failed; retrying with backoff", zap.Stringer("source", k), zap.Error(err))
 	})
 	return nil
 }
 
-// resync starts a term: every deleted protected source still missing.
+// resync starts a term: every protected source and every backup, from the
+// cache (a source deleted while no one led is restored now).
 func (c *Controller) resync() {
-	c.mu.Lock()
-	keys := make([]key, 0, len(c.lastSeen))
-	for k := range c.lastSeen {
-		keys = append(keys, k)
-	}
-	c.mu.Unlock()
-	for _, k := range keys {
-		c.queue.Add(k, time.Time{})
+	for kind, idx := range c.indexers {
+		for _, obj := range idx.List() {
+			if m, ok := obj.(metav1.Object); ok && c.opts.SourceNamespaces.Match(m.GetNamespace()) &&
+				(m.GetLabels()[wellknown.Protect] == "true" || isBackup(m)) {
+				c.queue.Add(sourceKey(kind, m), time.Time{})
+			}
+		}
 	}
 }
 
-func (c *Controller) forget(k key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.lastSeen, k)
-}
-
-// sync recreates a deleted protected source from its last-seen state.
+// sync makes the backup of k follow its protected source, restores the
+// source from its backup when it is gone, and drops the backup when the
+// source is retired (unprotected, or owned by another object).
 func (c *Controller) sync(ctx context.Context, k key) error {
-	c.mu.Lock()
-	last := c.lastSeen[k]
-	c.mu.Unlock()
-	if last == nil {
+	src, backup := c.get(k.Kind, k.Namespace, k.Name), c.get(k.Kind, k.Namespace, backupName(k.Name))
+	if backup != nil && !isBackup(backup.meta) {
+		if src != nil && c.Protected(src.meta) {
+			c.recorder.Event(src.obj, corev1.EventTypeWarning, ReasonBackupBlocked, fmt.Sprintf(
+				"%s %s/%s exists and was not made by courier, so this protected source has no backup: if it is deleted while courier is not running, courier cannot restore it. Rename or delete that object",
+				k.Kind, k.Namespace, backupName(k.Name)))
+		}
 		return nil
 	}
-	if _, exists, err := c.indexers[k.Kind].GetByKey(k.Namespace + "/" + k.Name); err != nil || exists {
-		if exists {
-			c.forget(k) // recreated already, by someone or by us
+	if ns, err := c.namespaces.Get(k.Namespace); apierrors.IsNotFound(err) || (err == nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)) {
+		return nil // namespace teardown deletes sources and backups alike
+	} else if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	retiring := c.retiring[k]
+	c.mu.Unlock()
+	switch {
+	case src != nil && src.meta.GetDeletionTimestamp() != nil:
+		return nil // being deleted (a finalizer, a foreground deletion): restored once gone
+	case src != nil && c.Protected(src.meta):
+		if backup != nil && upToDate(backup, src) {
+			return nil
+		}
+		return c.writeBackup(ctx, k, src, backup)
+	case src != nil || retiring:
+		// Retired: unprotected (or owned) now, or deleted after the label went.
+		if backup == nil {
+			return nil
+		}
+		err := c.delete(ctx, k.Kind, backup.meta)
+		if err == nil {
+			c.logger.Info("protected source retired; its backup is deleted", zap.Stringer("source", k))
 		}
 		return err
+	case backup != nil:
+		return c.restore(ctx, k, backup)
 	}
-	ns, err := c.namespaces.Get(k.Namespace)
-	if apierrors.IsNotFound(err) || (err == nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)) {
-		c.forget(k) // namespace teardown deletes protected sources too
-		return nil
+	return nil
+}
+
+func (c *Controller) writeBackup(ctx context.Context, k key, src, backup *view) error {
+	var existing metav1.Object
+	if backup != nil {
+		existing = backup.meta
+	}
+	obj := backupFor(src, existing)
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		api := c.client.CoreV1().Secrets(k.Namespace)
+		if backup == nil {
+			_, err = api.Create(ctx, o, metav1.CreateOptions{FieldManager: wellknown.FieldManager})
+		} else {
+			_, err = api.Update(ctx, o, metav1.UpdateOptions{FieldManager: wellknown.FieldManager})
+		}
+	case *corev1.ConfigMap:
+		api := c.client.CoreV1().ConfigMaps(k.Namespace)
+		if backup == nil {
+			_, err = api.Create(ctx, o, metav1.CreateOptions{FieldManager: wellknown.FieldManager})
+		} else {
+			_, err = api.Update(ctx, o, metav1.UpdateOptions{FieldManager: wellknown.FieldManager})
+		}
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("back up %s: %w", k, err)
 	}
+	return nil
+}
 
-	// The record stays until the cache holds the restored object (onAdd),
-	// so the replicator keeps the replicas until it can see their source.
-	restored, err := c.create(ctx, k.Kind, last)
+func (c *Controller) delete(ctx context.Context, kind string, m metav1.Object) error {
+	uid, rv := m.GetUID(), m.GetResourceVersion()
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
+	var err error
+	if kind == wellknown.KindSecret {
+		err = c.client.CoreV1().Secrets(m.GetNamespace()).Delete(ctx, m.GetName(), opts)
+	} else {
+		err = c.client.CoreV1().ConfigMaps(m.GetNamespace()).Delete(ctx, m.GetName(), opts)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// restore recreates a deleted protected source from its backup.
+func (c *Controller) restore(ctx context.Context, k key, backup *view) error {
+	obj, ok := restoredFrom(backup)
+	if !ok {
+		return fmt.Errorf("restore %s: its backup %s/%s cannot be read", k, k.Namespace, backup.meta.GetName())
+	}
+	opts := metav1.CreateOptions{FieldManager: wellknown.FieldManager}
+	var restored runtime.Object
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		restored, err = c.client.CoreV1().Secrets(k.Namespace).Create(ctx, o, opts)
+	case *corev1.ConfigMap:
+		restored, err = c.client.CoreV1().ConfigMaps(k.Namespace).Create(ctx, o, opts)
+	}
 	if apierrors.IsAlreadyExists(err) {
-		return nil // someone recreated it: onAdd forgets the record
+		return nil // someone recreated it: the next sync backs it up
 	}
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", k, err)
 	}
 	c.restored.WithLabelValues(k.Kind).Inc()
-	c.logger.Warn("protected source was deleted; restored it from its last-seen state", zap.Stringer("source", k))
+	c.logger.Warn("protected source was deleted; restored it from its backup", zap.Stringer("source", k))
 	c.recorder.Event(restored, corev1.EventTypeWarning, ReasonSourceRestored, fmt.Sprintf(
-		"this protected source was deleted and has been restored from its last-seen state; to retire it on purpose, remove the label %s=true first, then delete it",
-		wellknown.Protect))
+		"this protected source was deleted and has been restored from its backup %s; to retire it on purpose, remove the label %s=true first, then delete it",
+		backup.meta.GetName(), wellknown.Protect))
 	return nil
-}
-
-// fresh is last's identity and metadata without what the API server assigns.
-func fresh(last metav1.Object) metav1.ObjectMeta {
-	annotations := maps.Clone(last.GetAnnotations())
-	delete(annotations, content.DigestedAnnotation)
-	return metav1.ObjectMeta{
-		Name:        last.GetName(),
-		Namespace:   last.GetNamespace(),
-		Labels:      maps.Clone(last.GetLabels()),
-		Annotations: annotations,
-	}
-}
-
-func (c *Controller) create(ctx context.Context, kind string, last metav1.Object) (runtime.Object, error) {
-	opts := metav1.CreateOptions{FieldManager: wellknown.FieldManager}
-	switch o := last.(type) {
-	case *corev1.Secret:
-		s := &corev1.Secret{ObjectMeta: fresh(o), Type: o.Type, Data: o.Data, Immutable: o.Immutable}
-		return c.client.CoreV1().Secrets(o.Namespace).Create(ctx, s, opts)
-	case *corev1.ConfigMap:
-		cm := &corev1.ConfigMap{ObjectMeta: fresh(o), Data: o.Data, BinaryData: o.BinaryData, Immutable: o.Immutable}
-		return c.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, cm, opts)
-	}
-	return nil, fmt.Errorf("unexpected %s object %T", kind, last)
 }

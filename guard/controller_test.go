@@ -60,53 +60,114 @@ func newGuardFixture(t *testing.T, namespace *corev1.Namespace) *guardFixture {
 	return f
 }
 
-func TestRestoreRecreatesADeletedProtectedSource(t *testing.T) {
+// created returns the objects the fake client was asked to create.
+func (f *guardFixture) created() []*corev1.Secret {
+	var out []*corev1.Secret
+	for _, a := range f.client.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok {
+			out = append(out, c.GetObject().(*corev1.Secret))
+		}
+	}
+	return out
+}
+
+func TestABackupFollowsTheSourceAndRestoresIt(t *testing.T) {
 	f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
-	last := protectedSecret()
-	f.c.onDelete(wellknown.KindSecret, cache.DeletedFinalStateUnknown{Key: "platform/db", Obj: last})
+	src := protectedSecret()
 	k := key{wellknown.KindSecret, "platform", "db"}
-	if !f.c.Restoring(k.Kind, k.Namespace, k.Name) {
-		t.Fatal("not restoring after the delete")
+	if err := f.secrets.GetIndexer().Add(src); err != nil {
+		t.Fatal(err)
 	}
 	if err := f.c.sync(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
-	var got *corev1.Secret
-	for _, a := range f.client.Actions() {
-		if c, ok := a.(k8stesting.CreateAction); ok {
-			got = c.GetObject().(*corev1.Secret)
-		}
+	created := f.created()
+	if len(created) != 1 || created[0].Name != "courier-backup.db" || string(created[0].Data["password"]) != "s3cret" {
+		t.Fatalf("backup written: %+v", created)
+	}
+	backup := created[0]
+	backup.UID, backup.ResourceVersion = "b1", "1"
+	if err := f.secrets.GetIndexer().Add(backup); err != nil {
+		t.Fatal(err)
+	}
+	f.client.ClearActions()
+	if err := f.c.sync(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.client.Actions(); len(got) != 0 {
+		t.Errorf("an up-to-date backup was written again: %v", got)
+	}
+
+	// Deleted (say while courier was down): restored from the backup alone.
+	if err := f.secrets.GetIndexer().Delete(src); err != nil {
+		t.Fatal(err)
+	}
+	if !f.c.Restoring(k.Kind, k.Namespace, k.Name) {
+		t.Fatal("not restoring a deleted protected source that has a backup")
+	}
+	if err := f.c.sync(t.Context(), k); err != nil {
+		t.Fatal(err)
 	}
 	want := protectedSecret()
 	want.UID, want.ResourceVersion = "", ""
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff([]*corev1.Secret{want}, f.created()); diff != "" {
 		t.Errorf("restored (-want +got):\n%s", diff)
-	}
-	if !f.c.Restoring(k.Kind, k.Namespace, k.Name) {
-		t.Error("not restoring any more before the cache holds the restored source: its replicas could be deleted")
-	}
-	f.c.onAdd(k.Kind, got)
-	if f.c.Restoring(k.Kind, k.Namespace, k.Name) {
-		t.Error("still restoring once the cache holds the restored source")
 	}
 	if e := <-f.recorder.Events; !strings.Contains(e, ReasonSourceRestored) {
 		t.Errorf("event %q, want %s", e, ReasonSourceRestored)
 	}
 }
 
-func TestNoRestoreInATerminatingNamespaceOrOfAnUnprotectedObject(t *testing.T) {
-	now := metav1.Now()
-	f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform", DeletionTimestamp: &now}})
-	f.c.onDelete(wellknown.KindSecret, protectedSecret())
-	unprotected := protectedSecret()
-	unprotected.Name, unprotected.Labels = "plain", nil
-	f.c.onDelete(wellknown.KindSecret, unprotected)
-	for _, name := range []string{"db", "plain"} {
-		if err := f.c.sync(t.Context(), key{wellknown.KindSecret, "platform", name}); err != nil {
-			t.Fatal(err)
-		}
+func TestARetiredSourceLosesItsBackupAndIsNotRestored(t *testing.T) {
+	f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
+	k := key{wellknown.KindSecret, "platform", "db"}
+	backup := backupFor(viewOf(protectedSecret()), nil).(*corev1.Secret)
+	backup.UID, backup.ResourceVersion = "b1", "1"
+	if err := f.secrets.GetIndexer().Add(backup); err != nil {
+		t.Fatal(err)
+	}
+	retired := protectedSecret()
+	retired.Labels = nil
+	f.c.onDelete(wellknown.KindSecret, retired) // the label went, then the object, before the guard synced
+	if f.c.Restoring(k.Kind, k.Namespace, k.Name) {
+		t.Error("restoring a retired source")
+	}
+	if err := f.c.sync(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range f.client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if diff := cmp.Diff([]string{"delete"}, verbs); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}
+
+func TestNoBackupOfAnOwnedSourceNorRestoreInATerminatingNamespace(t *testing.T) {
+	owned := protectedSecret()
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "o1"}}
+	f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
+	if err := f.secrets.GetIndexer().Add(owned); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.sync(t.Context(), key{wellknown.KindSecret, "platform", "db"}); err != nil {
+		t.Fatal(err)
 	}
 	if got := f.client.Actions(); len(got) != 0 {
-		t.Errorf("wrote %v, want nothing", got)
+		t.Errorf("an owned source was backed up: %v", got)
+	}
+
+	now := metav1.Now()
+	f = newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform", DeletionTimestamp: &now}})
+	backup := backupFor(viewOf(protectedSecret()), nil).(*corev1.Secret)
+	if err := f.secrets.GetIndexer().Add(backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.sync(t.Context(), key{wellknown.KindSecret, "platform", "db"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.client.Actions(); len(got) != 0 {
+		t.Errorf("wrote %v into a terminating namespace", got)
 	}
 }

@@ -17,7 +17,8 @@ import (
 const lastApplied = corev1.LastAppliedConfigAnnotation
 
 // KeepValues decides whether a Secret or ConfigMap keeps its values in the
-// cache: only sources and protected objects in an allowed source namespace.
+// cache: only sources, protected objects and their backups in an allowed
+// source namespace.
 type KeepValues func(obj metav1.Object) bool
 
 // SourcesIn returns the KeepValues for the allowed source namespaces.
@@ -27,7 +28,8 @@ func SourcesIn(allowed func(namespace string) bool) KeepValues {
 			return false
 		}
 		_, source := obj.GetAnnotations()[wellknown.ReplicateTo]
-		return source || obj.GetLabels()[wellknown.Protect] == "true"
+		l := obj.GetLabels()
+		return source || l[wellknown.Protect] == "true" || l[wellknown.Backup] == "true"
 	}
 }
 

@@ -48,10 +48,8 @@ type Options struct {
 
 // Guard is what the replicator asks the guard (package guard).
 type Guard interface {
-	// Protected reports whether a source is protected: deleting it restores
-	// it rather than removing its replicas.
-	Protected(m metav1.Object) bool
-	// Restoring reports whether a deleted protected source is being restored.
+	// Restoring reports whether a protected source that is gone or being
+	// deleted is to be restored: its replicas are kept meanwhile.
 	Restoring(kind, namespace, name string) bool
 	// Allow is asked before reverting someone else's change to a replica: 0
 	// to go ahead, else how long to hold off and whether that starts a new
@@ -62,10 +60,6 @@ type Guard interface {
 	// Forget drops what is kept about a replica that is gone or no longer wanted.
 	Forget(kind, replica string)
 }
-
-// restoreGrace delays the fan-out after a protected source's deletion, so
-// the guard restores it before any replica could be removed.
-const restoreGrace = time.Second
 
 // A namespace is flapping when its labels change again within flapWindow of
 // the previous change. Its replicas are then created or deleted only once
@@ -265,10 +259,6 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			}
 			if IsSource(m) {
 				c.forgetSource(m.GetUID())
-				if c.opts.Guard != nil && c.opts.Guard.Protected(m) {
-					c.queue.AddAfter(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, restoreGrace, time.Time{})
-					return
-				}
 				c.sourceChanged(kind, m)
 			}
 			c.enqueueClaims(kind, m)

@@ -264,8 +264,8 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if err != nil {
 		return err
 	}
-	if src == nil && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
-		return nil // the guard is restoring the source: keep its replicas
+	if (src == nil || src.meta.GetDeletionTimestamp() != nil) && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
+		return nil // the guard restores the source: keep its replicas, whatever the deletion
 	}
 	f, err := c.pairFacts(k, o, src, existing, ns)
 	if err != nil {

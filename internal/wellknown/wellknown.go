@@ -26,6 +26,13 @@ const (
 	Replica = Prefix + "replica"
 	// Source (annotation, on a replica) is "<namespace>/<name>" of its source.
 	Source = Prefix + "source"
+	// Backup (label, "true") marks the backup courier keeps of a protected
+	// source, beside it; BackupOf (annotation) names the source and
+	// BackupMeta (annotation) holds its labels, annotations and
+	// immutability as JSON.
+	Backup     = Prefix + "backup"
+	BackupOf   = Prefix + "backup-of"
+	BackupMeta = Prefix + "backup-meta"
 	// Installation (annotation, on a replica) names the courier installation
 	// that made it: the namespace that installation runs in (--namespace).
 	Installation = Prefix + "installation"
