@@ -136,9 +136,9 @@ func TestSIGKILLMidPropagationConverges(t *testing.T) {
 		t.Fatalf("propagation finished before the kill; nothing was interrupted")
 	}
 
-	// The restarted courier (a new Lease namespace: this test is about the
-	// restart, TestLeaderFailover about the Lease).
-	startCourier(t, "--source-namespaces="+s.src).WaitLeader(t.Context())
+	// The restarted courier: the same installation (namespace), so it waits
+	// out the dead one's Lease.
+	startCourier(t, "--namespace="+first.namespace, "--source-namespaces="+s.src).WaitLeader(t.Context())
 	eventually(t, 60*time.Second, "every replica converges after the restart", v2.all(n))
 	if d := v1.deleted.Load() + v2.deleted.Load(); d != 0 {
 		t.Errorf("%d replicas were deleted on the way", d)

@@ -516,7 +516,7 @@ func TestAProtectedSourceDeletedWhileCourierIsDownIsRestored(t *testing.T) {
 
 	s.courier.Stop()
 	deleteSecret(t, s.src, "ca")
-	c := startCourier(t, "--source-namespaces="+s.src)
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
 	c.WaitLeader(t.Context())
 	eventually(t, converge, "restored", secretIn(s.src, "ca", orig.Data))
 	got, _ := getSecret(t.Context(), s.src, "ca")

@@ -283,13 +283,13 @@ func TestRestartsNeverRollOutAndAChangeWhileDownRollsOutOnce(t *testing.T) {
 	g0 := settled(t, ns, "app")
 
 	s.courier.Stop()
-	c := startCourier(t, "--source-namespaces="+s.src)
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
 	c.WaitReady(t.Context())
 	noRollout(t, ns, "app", g0)
 
 	c.Stop()
 	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("while-down") })
-	c = startCourier(t, "--source-namespaces="+s.src)
+	c = startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
 	c.WaitReady(t.Context())
 	rolledOutOnce(t, ns, "app", g0, "secret/db")
 }

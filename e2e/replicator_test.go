@@ -386,7 +386,7 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 	s.courier.Stop()
 
 	before := apiserverWrites(t, "secrets")
-	c := startCourier(t, "--source-namespaces="+s.src)
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
 	c.WaitReady(t.Context())
 	c.WaitLeader(t.Context())
 	// All 15 pairs synced (in sync) and the queue drained.

@@ -32,18 +32,19 @@ func soakDuration(t *testing.T) time.Duration {
 
 // soak is the state TestSoak keeps of what it did.
 type soak struct {
-	t       *testing.T
-	rng     *rand.Rand
-	id      string
-	src     string
-	live    []string               // namespaces the test made and has not deleted
-	labels  map[string]string      // namespace → its soak label value
-	edits   map[string][]time.Time // namespace → when its alpha replica was edited
-	changes map[string]int         // namespace → changes of the consumed content seen there
-	apps    map[string]int         // namespace with a consumer → changes before it was created
-	courier *courierProcess
-	kills   int
-	ops     map[string]int
+	t         *testing.T
+	rng       *rand.Rand
+	id        string
+	src       string
+	namespace string                 // courier's, the same across its restarts
+	live      []string               // namespaces the test made and has not deleted
+	labels    map[string]string      // namespace → its soak label value
+	edits     map[string][]time.Time // namespace → when its alpha replica was edited
+	changes   map[string]int         // namespace → changes of the consumed content seen there
+	apps      map[string]int         // namespace with a consumer → changes before it was created
+	courier   *courierProcess
+	kills     int
+	ops       map[string]int
 }
 
 // selectors of the soak's sources over the label L = "soak-<id>", which
@@ -125,7 +126,12 @@ func TestSoak(t *testing.T) {
 }
 
 func (k *soak) start() {
-	k.courier = startCourier(k.t, "--source-namespaces="+k.src, "--reload-debounce=300ms")
+	if k.namespace == "" { // one installation across restarts
+		k.namespace = newNamespace(k.t, "courier", nil)
+	}
+	// A short Lease: a restart after a SIGKILL waits out the dead one's.
+	k.courier = startCourier(k.t, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms",
+		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms")
 	k.courier.WaitLeader(k.t.Context())
 }
 

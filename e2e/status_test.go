@@ -49,7 +49,7 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 	missing := s.target(t, "missing", nil)
 
 	var r status.Report
-	if err := json.Unmarshal([]byte(courierStatus(t, "--source-namespaces="+s.src, "-o", "json")), &r); err != nil {
+	if err := json.Unmarshal([]byte(courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "-o", "json")), &r); err != nil {
 		t.Fatal(err)
 	}
 	var got *status.Source
@@ -74,7 +74,7 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 		t.Errorf("consumer: %+v (reloadedAt: %v)", c, err)
 	}
 
-	table := courierStatus(t, "--source-namespaces="+s.src)
+	table := courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
 	t.Logf("courier status:\n%s", table)
 	for _, want := range []string{
 		"SOURCE", "IN-SYNC", "CONFLICT", "ERROR",
@@ -87,7 +87,7 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 	}
 
 	// A source outside --source-namespaces is listed with the reason it is ignored.
-	table = courierStatus(t, "--source-namespaces=nothing-here")
+	table = courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces=nothing-here")
 	if !strings.Contains(table, "not in --source-namespaces") {
 		t.Errorf("an ignored source is not flagged:\n%s", table)
 	}

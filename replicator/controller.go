@@ -257,6 +257,11 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err != nil {
 				return
 			}
+			if of, ok := m.GetAnnotations()[wellknown.BackupOf]; ok && m.GetLabels()[wellknown.Backup] == "true" {
+				// A protected source's backup is gone: whether its replicas
+				// are kept (Guard.Restoring) may have changed.
+				c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: of}, c.clock.Now())
+			}
 			if IsSource(m) {
 				c.forgetSource(m.GetUID())
 				c.sourceChanged(kind, m)
