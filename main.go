@@ -121,7 +121,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	inf, err := informers.New(client, o.SourceNamespaces.Match)
+	inf, err := informers.New(client, o.SourceNamespaces.Match, o.Namespace)
 	if err != nil {
 		return err
 	}
@@ -151,6 +151,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		return err
 	}
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
+		Namespace:    o.Namespace,
 		ReloadAll:    o.ReloadAll,
 		Debounce:     o.ReloadDebounce,
 		QPS:          float32(o.ReloadQPS),

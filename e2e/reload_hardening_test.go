@@ -11,6 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/internal/content"
 )
 
 func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
@@ -197,5 +199,36 @@ func TestARemovedConsumedKeyIsInputMissingNotARollout(t *testing.T) {
 	eventually(t, 10*time.Second, "InputMissing naming the key", eventWith(ns, "app", "InputMissing", "secret/db", "password"))
 	noRollout(t, ns, "app", g)
 	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", g, "secret/db")
+}
+
+// Item 16: the digests on workloads are keyed with a secret only courier
+// reads, kept in its namespace so restarts agree: they are not the plain
+// sha256 of the consumed value, and a restart rolls nothing out.
+func TestWorkloadDigestsAreKeyed(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "apps", nil)
+	createSecret(t, ns, "db", withAnnotation(keyReload, "true"), withData("password", "hunter2"))
+	createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))
+	g := settled(t, ns, "app")
+
+	key, err := getSecret(t.Context(), s.courier.namespace, "courier-digest-key")
+	if err != nil || len(key.Data["key"]) != 32 || key.Labels["courier.dev/digest-key"] != "true" {
+		t.Fatalf("the digest key in courier's namespace: %v %v", key, err)
+	}
+	unkeyed := content.Hash([]content.Entry{{Binary: true, Key: "password", Digest: content.Digest([]byte("hunter2"))}})[:16]
+	inputs := getDeployment(t, ns, "app").Annotations[keyInputs]
+	if !strings.Contains(inputs, "secret/db=") || strings.Contains(inputs, unkeyed) || !strings.HasPrefix(inputs, "key=") {
+		t.Errorf("%s = %q: want a keyed digest of secret/db (not the plain %s) and the key's name", keyInputs, inputs, unkeyed)
+	}
+
+	s.courier.Stop()
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	c.WaitLeader(t.Context())
+	noRollout(t, ns, "app", g)
+	if got := getDeployment(t, ns, "app").Annotations[keyInputs]; got != inputs {
+		t.Errorf("the restart rewrote the baseline: %q → %q", inputs, got)
+	}
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("correct horse") })
 	rolledOutOnce(t, ns, "app", g, "secret/db")
 }

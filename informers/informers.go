@@ -41,9 +41,10 @@ type Set struct {
 // all of them) without starting any. There is no resync: courier reacts to
 // changes, and resyncs would only re-deliver what the cache already holds.
 //
-// allowed says which namespaces may hold sources (--source-namespaces).
-func New(client kubernetes.Interface, allowed func(namespace string) bool) (*Set, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(allowed))))
+// allowed says which namespaces may hold sources (--source-namespaces);
+// courierNamespace is courier's own (--namespace).
+func New(client kubernetes.Interface, allowed func(namespace string) bool, courierNamespace string) (*Set, error) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(allowed, courierNamespace))))
 	s := &Set{
 		factory:      f,
 		ConfigMaps:   f.Core().V1().ConfigMaps(),

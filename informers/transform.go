@@ -21,9 +21,13 @@ const lastApplied = corev1.LastAppliedConfigAnnotation
 // source namespace.
 type KeepValues func(obj metav1.Object) bool
 
-// SourcesIn returns the KeepValues for the allowed source namespaces.
-func SourcesIn(allowed func(namespace string) bool) KeepValues {
+// SourcesIn returns the KeepValues for the allowed source namespaces, and
+// courier's own namespace, where it keeps the key of its workload digests.
+func SourcesIn(allowed func(namespace string) bool, courierNamespace string) KeepValues {
 	return func(obj metav1.Object) bool {
+		if obj.GetNamespace() == courierNamespace && obj.GetLabels()[wellknown.DigestKey] == "true" {
+			return true
+		}
 		if !allowed(obj.GetNamespace()) {
 			return false
 		}

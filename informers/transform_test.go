@@ -74,7 +74,7 @@ func configMap(opts ...objOpt) *corev1.ConfigMap {
 
 func transform(t *testing.T, obj any) any {
 	t.Helper()
-	out, err := Transform(SourcesIn(allowPlatform))(obj)
+	out, err := Transform(SourcesIn(allowPlatform, "courier"))(obj)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}

@@ -32,6 +32,8 @@ const workerCount = 32
 
 // Options configures the reloader.
 type Options struct {
+	// Namespace is courier's own: the digest key lives there (KeySecret).
+	Namespace string
 	// ReloadAll reloads consumers of any change, without opt-in annotations.
 	ReloadAll bool
 	// Debounce gathers the changes to one workload's inputs into one rollout.
@@ -122,6 +124,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	if !cache.WaitForNamedCacheSync("reloader", ctx.Done(), c.synced...) {
 		return nil
+	}
+	if err := c.ensureKey(ctx); err != nil && ctx.Err() == nil {
+		c.logger.Error("no digest key: workloads are not reloaded until it exists", zap.Error(err))
 	}
 	c.queue.Run(ctx, workerCount, key{}, c.resync, c.sync, c.failed)
 	return nil

@@ -19,6 +19,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -35,12 +37,12 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, func(string) bool { return false })
+	inf, err := informers.New(client, func(string) bool { return false }, "courier")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := record.NewFakeRecorder(100)
-	opts.QPS, opts.Burst = 100, 100
+	opts.QPS, opts.Burst, opts.Namespace = 100, 100, "courier"
 	opts.Clock = testingclock.NewFakeClock(time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC))
 	c, err := New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), rec, prometheus.NewRegistry(), zap.NewNop(), opts)
 	if err != nil {
@@ -50,13 +52,18 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	for _, o := range objs {
 		f.put(t, o)
 	}
+	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "courier", Name: KeySecret,
+		Labels: map[string]string{wellknown.DigestKey: "true"}}, Data: map[string][]byte{"key": make([]byte, 32)}}
+	if err := inf.Secrets.Informer().GetIndexer().Add(key); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
 // put stores o in the cache as the informers would (transformed).
 func (f *fixture) put(t *testing.T, o runtime.Object) {
 	t.Helper()
-	x, _ := informers.Transform(func(metav1.Object) bool { return false })(o.DeepCopyObject())
+	x, _ := informers.Transform(informers.SourcesIn(func(string) bool { return false }, "courier"))(o.DeepCopyObject())
 	var err error
 	switch x := x.(type) {
 	case *corev1.Secret:
@@ -229,5 +236,31 @@ func TestASourcesDigestsAreComputedOncePerChange(t *testing.T) {
 	}
 	if third := f.c.lookup(wellknown.KindSecret, "app", "db").entries; third[0].Digest == first[0].Digest {
 		t.Error("a changed source kept its old digests")
+	}
+}
+
+// A baseline written before digests were keyed is compared as written, then
+// rewritten keyed: an upgrade rolls out only real changes (#13 item 16).
+func TestUnkeyedBaselinesAreMigratedWithoutARollout(t *testing.T) {
+	for _, changed := range []bool{false, true} {
+		d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+		ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
+		legacy := (digester{}).consumedDigest(ref, content.SecretEntries(secret("db", "v1", nil)))
+		d.Annotations[wellknown.ConfigInputs] = "secret/db=" + legacy
+		value := "v1"
+		if changed {
+			value = "v2"
+		}
+		f := newFixture(t, Options{}, secret("db", value, nil), d)
+		got := f.sync(t)
+		if len(got) != 1 {
+			t.Fatalf("changed=%v: %d patches, want 1", changed, len(got))
+		}
+		if rolled := got[0]["rollout"] == "yes"; rolled != changed {
+			t.Errorf("changed=%v: rollout %v", changed, rolled)
+		}
+		if b := got[0][wellknown.ConfigInputs]; !strings.HasPrefix(b, keyIDField+"=") || strings.Contains(b, legacy) {
+			t.Errorf("changed=%v: baseline %q not rewritten keyed", changed, b)
+		}
 	}
 }

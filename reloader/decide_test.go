@@ -50,7 +50,7 @@ func TestDecide(t *testing.T) {
 		{"opted out (on either side): the baseline is removed, so opting in again starts afresh", "secret/a=1", true, obs(baseline{}, nil),
 			decision{action: dropBaseline}},
 		{"a rollout that would write nothing (the template holds that hash already): baseline only", "secret/a=1", true,
-			with(obs(baseline{"secret/a": "2"}, consumes), func(o *observed) { o.templateHash = configHash(baseline{"secret/a": "2"}) }),
+			with(obs(baseline{"secret/a": "2"}, consumes), func(o *observed) { o.templateHash = digester{}.configHash(baseline{"secret/a": "2"}) }),
 			decision{action: writeBaseline, baseline: baseline{"secret/a": "2"}, unchanged: true}},
 		{"opting in with a change (one apply): that change rolls out", "", false,
 			with(obs(baseline{"secret/a": "2"}, consumes), func(o *observed) { o.previous = baseline{"secret/a": "1"} }),

@@ -2,8 +2,6 @@ package reloader
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
@@ -45,59 +43,43 @@ const digestLen = 16
 // baseline maps input IDs ("secret/a") to the digest of their consumed content.
 type baseline map[string]string
 
-func (b baseline) String() string {
+// String is the baseline's inputs in ID order, without the key's name.
+func (b baseline) String() string { return b.encode("") }
+
+// encode is courier.dev/config-inputs: the inputs in ID order and, with a
+// keyed digester, the name of its key.
+func (b baseline) encode(keyID string) string {
 	ids := make([]string, 0, len(b))
 	for id := range b {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	parts := make([]string, 0, len(ids))
+	parts := make([]string, 0, len(ids)+1)
+	if keyID != "" {
+		parts = append(parts, keyIDField+"="+keyID)
+	}
 	for _, id := range ids {
 		parts = append(parts, id+"="+b[id])
 	}
 	return strings.Join(parts, ",")
 }
 
-// parseBaseline reads courier.dev/config-inputs; entries it cannot read are
-// dropped (they count as inputs appearing, which never rolls out).
-func parseBaseline(s string) baseline {
-	b := baseline{}
+// parseBaseline reads courier.dev/config-inputs: the inputs and the name of
+// the key their digests were made with ("" for a baseline of unkeyed
+// digests). Entries it cannot read are dropped (they count as inputs
+// appearing, which never rolls out).
+func parseBaseline(s string) (baseline, string) {
+	b, keyID := baseline{}, ""
 	for _, part := range strings.Split(s, ",") {
 		id, d, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if ok && id != "" && d != "" {
+		switch {
+		case ok && id == keyIDField:
+			keyID = d
+		case ok && id != "" && d != "":
 			b[id] = d
 		}
 	}
-	return b
-}
-
-// configHash is the pod-template hash: sha256 over every consumed input's
-// digest, in ID order.
-func configHash(b baseline) string {
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
-}
-
-// consumedDigest is the digest of the keys ref consumes from entries: all of
-// them, or only the listed ones that exist. An object the cache holds as one
-// whole-content digest (more than content.MaxKeyDigests keys) is consumed
-// as a whole.
-func consumedDigest(ref inputs.Ref, entries []content.Entry) string {
-	whole := len(entries) == 1 && entries[0].Whole
-	if !ref.All() && !whole {
-		want := map[string]bool{}
-		for _, k := range ref.Keys {
-			want[k] = true
-		}
-		kept := entries[:0:0]
-		for _, e := range entries {
-			if want[e.Key] {
-				kept = append(kept, e)
-			}
-		}
-		entries = kept
-	}
-	return content.Hash(entries)[:digestLen]
+	return b, keyID
 }
 
 // diff compares the baseline with now: inputs whose consumed content changed,
@@ -247,7 +229,8 @@ type observed struct {
 	// missingKeys: opted-in inputs that exist but lack keys a non-optional
 	// reference consumes, with those keys.
 	missingKeys  map[string][]string
-	templateHash string // courier.dev/config-hash on the pod template now
+	templateHash string   // courier.dev/config-hash on the pod template now
+	digester     digester // what the digests in now were made with
 	// previous: inputs that changed since the workload was created, by the
 	// digest of what they held before (see hint), for those not in its
 	// baseline: opting in with a change rolls that change out.
@@ -274,7 +257,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 	}
 	before := baseline{}
 	if hasBaseline {
-		before = parseBaseline(stored)
+		before, _ = parseBaseline(stored)
 	}
 	for id, d := range o.previous {
 		if _, ok := before[id]; !ok {
@@ -311,7 +294,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 	switch {
 	case len(missing) > 0:
 		// Hold everything until what the pods need is back.
-	case len(changed) > 0 && configHash(next) == o.templateHash:
+	case len(changed) > 0 && o.digester.configHash(next) == o.templateHash:
 		d.action, d.unchanged = writeBaseline, true // e.g. after a rollout undo and the content set back
 	case len(changed) > 0:
 		d.action, d.changed = rollOut, changed
@@ -324,13 +307,13 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 // observe reads the opted-in inputs of workload obj from the cache. A
 // workload with courier.dev/reload: "false" has none. Invalid annotations get
 // a Warning Event and are ignored.
-func (c *Controller) observe(k key, obj any) observed {
+func (c *Controller) observe(k key, obj any, dg digester) observed {
 	_, tmpl := workload.Of(obj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
-		templateHash: tmpl.Annotations[wellknown.ConfigHash], previous: baseline{}}
+		templateHash: tmpl.Annotations[wellknown.ConfigHash], previous: baseline{}, digester: dg}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
-	recorded := parseBaseline(a[wellknown.ConfigInputs])
+	recorded, _ := parseBaseline(a[wellknown.ConfigInputs])
 	if a[wellknown.Reload] == "false" {
 		return o
 	}
@@ -361,10 +344,10 @@ func (c *Controller) observe(k key, obj any) observed {
 			o.missingKeys[ref.ID()] = keys
 			continue
 		}
-		o.now[ref.ID()] = consumedDigest(ref, in.entries)
+		o.now[ref.ID()] = dg.consumedDigest(ref, in.entries)
 		if _, inBaseline := recorded[ref.ID()]; !inBaseline {
 			if prev, ok := c.previous(informers.InputKey(ref.Kind, k.Namespace, ref.Name), w.GetCreationTimestamp().Time); ok {
-				o.previous[ref.ID()] = consumedDigest(ref, prev)
+				o.previous[ref.ID()] = dg.consumedDigest(ref, prev)
 			}
 		}
 	}
@@ -379,8 +362,29 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return err
 	}
 	w := obj.(metav1.Object)
+	dg, ok := c.digester()
+	if !ok {
+		return fmt.Errorf("the digest key %s/%s is not there yet", c.opts.Namespace, KeySecret)
+	}
 	stored, hasBaseline := w.GetAnnotations()[wellknown.ConfigInputs]
-	d := decide(stored, hasBaseline, c.observe(k, obj))
+	_, storedKey := parseBaseline(stored)
+	compareWith := dg
+	switch {
+	case hasBaseline && storedKey == "":
+		compareWith = digester{} // written before digests were keyed: compare as written
+	case hasBaseline && storedKey != dg.id:
+		hasBaseline = false // another key (it was lost or replaced): start afresh, like first sight
+	}
+	o := c.observe(k, obj, compareWith)
+	d := decide(stored, hasBaseline, o)
+	if compareWith.id != dg.id && d.action != dropBaseline && len(o.optional) > 0 {
+		// Rewrite the baseline with keyed digests, once: no rollout unless
+		// decide found a real change.
+		if d.action != rollOut {
+			d.action = writeBaseline
+		}
+		d.baseline = c.observe(k, obj, dg).now
+	}
 	if d.firstSight {
 		c.metrics.skipped.WithLabelValues(skipFirstSight).Inc()
 	}
@@ -396,14 +400,14 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case writeNothing:
 		return nil
 	case writeBaseline:
-		return c.write(ctx, k, w, d.baseline, nil)
+		return c.write(ctx, k, w, dg, d.baseline, nil)
 	case dropBaseline:
 		return c.patch(ctx, k, w, map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	if err := c.write(ctx, k, w, d.baseline, d.changed); err != nil {
+	if err := c.write(ctx, k, w, dg, d.baseline, d.changed); err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
 		return err
@@ -419,13 +423,13 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 }
 
 // write patches the baseline, and with changed inputs, the rollout.
-func (c *Controller) write(ctx context.Context, k key, w metav1.Object, now baseline, changed []string) error {
-	annotations := map[string]any{wellknown.ConfigInputs: now.String()}
+func (c *Controller) write(ctx context.Context, k key, w metav1.Object, dg digester, now baseline, changed []string) error {
+	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id)}
 	hash := ""
 	if len(changed) > 0 {
 		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
 		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
-		hash = configHash(now)
+		hash = dg.configHash(now)
 	}
 	return c.patch(ctx, k, w, annotations, hash)
 }

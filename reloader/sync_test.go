@@ -34,10 +34,11 @@ func TestBaselineRoundTrip(t *testing.T) {
 	if got, want := b.String(), "configmap/a=1111,secret/b=2222"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	if diff := cmp.Diff(b, parseBaseline(b.String())); diff != "" {
+	got, keyID := parseBaseline(b.encode("k1"))
+	if diff := cmp.Diff(b, got); diff != "" || keyID != "k1" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
-	if got := parseBaseline("garbage,,secret/x=,=1"); len(got) != 0 {
+	if got, _ := parseBaseline("garbage,,secret/x=,=1"); len(got) != 0 {
 		t.Errorf("unreadable entries kept: %v", got)
 	}
 }
@@ -48,13 +49,13 @@ func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
 	}
 	onlyA := inputs.Ref{Kind: wellknown.KindSecret, Name: "s", Keys: []string{"a"}}
 	whole := inputs.Ref{Kind: wellknown.KindSecret, Name: "s"}
-	if consumedDigest(onlyA, entries("1", "1")) != consumedDigest(onlyA, entries("1", "2")) {
+	if (digester{}).consumedDigest(onlyA, entries("1", "1")) != (digester{}).consumedDigest(onlyA, entries("1", "2")) {
 		t.Errorf("a change to key b changed the digest of a keyRef to a")
 	}
-	if consumedDigest(onlyA, entries("1", "1")) == consumedDigest(onlyA, entries("2", "1")) {
+	if (digester{}).consumedDigest(onlyA, entries("1", "1")) == (digester{}).consumedDigest(onlyA, entries("2", "1")) {
 		t.Errorf("a change to key a did not change the digest")
 	}
-	if consumedDigest(whole, entries("1", "1")) == consumedDigest(whole, entries("1", "2")) {
+	if (digester{}).consumedDigest(whole, entries("1", "1")) == (digester{}).consumedDigest(whole, entries("1", "2")) {
 		t.Errorf("a whole-object consumer did not see key b change")
 	}
 	many := &corev1.ConfigMap{Data: map[string]string{"a": "1"}}
@@ -65,10 +66,10 @@ func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
 	content.DigestConfigMap(before)
 	many.Data["a"] = "2"
 	content.DigestConfigMap(many)
-	if consumedDigest(onlyA, content.ConfigMapEntries(before)) == consumedDigest(onlyA, content.ConfigMapEntries(many)) {
+	if (digester{}).consumedDigest(onlyA, content.ConfigMapEntries(before)) == (digester{}).consumedDigest(onlyA, content.ConfigMapEntries(many)) {
 		t.Errorf("a change to key a of an object held as one digest did not change the digest of a keyRef to a")
 	}
-	if got := len(consumedDigest(whole, nil)); got != digestLen {
+	if got := len((digester{}).consumedDigest(whole, nil)); got != digestLen {
 		t.Errorf("digest length %d, want %d", got, digestLen)
 	}
 }
@@ -95,5 +96,24 @@ func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestKeyedDigestsDifferFromUnkeyedAndBetweenKeys(t *testing.T) {
+	ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "s"}
+	entries := []content.Entry{{Key: "password", Digest: content.Digest([]byte("hunter2"))}}
+	unkeyed := (digester{}).consumedDigest(ref, entries)
+	if unkeyed != content.Hash(entries)[:digestLen] {
+		t.Fatalf("the unkeyed digest %s is not the one baselines were written with", unkeyed)
+	}
+	a, b := newDigester(make([]byte, 32)), newDigester(append(make([]byte, 31), 1))
+	if a.consumedDigest(ref, entries) == unkeyed || a.consumedDigest(ref, entries) == b.consumedDigest(ref, entries) {
+		t.Error("keyed digests do not depend on the key")
+	}
+	if a.id == b.id || a.id == "" {
+		t.Errorf("key ids %q and %q", a.id, b.id)
+	}
+	if a.configHash(baseline{"secret/s": "1"}) == (digester{}).configHash(baseline{"secret/s": "1"}) {
+		t.Error("the keyed config hash equals the unkeyed one")
 	}
 }

@@ -119,7 +119,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	sources := globs.List{"platform*"}
-	inf, err := informers.New(client, sources.Match)
+	inf, err := informers.New(client, sources.Match, "courier")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transform := informers.Transform(informers.SourcesIn(sources.Match))
+	transform := informers.Transform(informers.SourcesIn(sources.Match, "courier"))
 	for _, o := range objs {
 		o, _ := transform(o.DeepCopyObject())
 		var err error

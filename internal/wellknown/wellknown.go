@@ -33,6 +33,9 @@ const (
 	Backup     = Prefix + "backup"
 	BackupOf   = Prefix + "backup-of"
 	BackupMeta = Prefix + "backup-meta"
+	// DigestKey (label, "true") marks the Secret in courier's namespace that
+	// holds the key of the digests courier writes on workloads.
+	DigestKey = Prefix + "digest-key"
 	// Installation (annotation, on a replica) names the courier installation
 	// that made it: the namespace that installation runs in (--namespace).
 	Installation = Prefix + "installation"
