@@ -265,14 +265,9 @@ func TestRestoresNeverLoseAReplica(t *testing.T) {
 	for _, ns := range targets {
 		eventually(t, converge, "replica in "+ns, secretIn(ns, "ca", map[string][]byte{"k": []byte("v")}))
 	}
-	var watches []watch.Interface
+	deleted := map[string]func() bool{}
 	for _, ns := range targets {
-		w, err := admin().CoreV1().Secrets(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=ca"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		watches = append(watches, w)
+		deleted[ns] = watchDeletes(t, ns, "ca")
 	}
 	for i := range 10 {
 		before, err := getSecret(t.Context(), s.src, "ca")
@@ -286,17 +281,9 @@ func TestRestoresNeverLoseAReplica(t *testing.T) {
 		})
 	}
 	time.Sleep(quiet)
-	for i, w := range watches {
-	events:
-		for {
-			select {
-			case e := <-w.ResultChan():
-				if e.Type == watch.Deleted {
-					t.Errorf("the replica in %s was deleted during the restores", targets[i])
-				}
-			case <-time.After(500 * time.Millisecond):
-				break events
-			}
+	for _, ns := range targets {
+		if deleted[ns]() {
+			t.Errorf("the replica in %s was deleted during the restores", ns)
 		}
 	}
 }
