@@ -9,5 +9,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /courier .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /courier /courier
+LABEL org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/courier-k8s/courier"
 USER 65532:65532
 ENTRYPOINT ["/courier"]

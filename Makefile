@@ -1,5 +1,6 @@
 # courier — see README.md. Every target works on a clean clone with Go and the
-# Go module proxy; the control plane is built from pinned versions into .cache/.
+# Go module proxy; the control plane is built from pinned versions into a cache
+# every clone on the machine shares (e2e/tools/build.sh says where).
 
 GO            ?= go
 # The image tag manifests/ deploy (manifests/kustomization.yaml, images:).
@@ -11,7 +12,7 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all help build image controlplane run check test unit e2e soak lint bench bench-smoke clean prometheus
+.PHONY: all help build image controlplane run check test unit e2e soak lint bench bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -21,7 +22,7 @@ help:
 
 ## build: bin/courier
 build:
-	$(GO) build -o bin/courier .
+	$(GO) build -trimpath -o bin/courier .
 
 ## image: bin/courier-image.tar, an OCI image tarball of the static binary (no Docker needed); docker/podman load it
 image:
@@ -29,13 +30,13 @@ image:
 	$(GO) run ./e2e/image --binary bin/courier-static --ref $(IMAGE) --out bin/courier-image.tar
 	@echo "bin/courier-image.tar: $(IMAGE)"
 
-## controlplane: build etcd, kube-apiserver, controller manager, scheduler, kubectl and kwok (only when missing or re-pinned)
+## controlplane: build etcd, kube-apiserver, controller manager, scheduler, kubectl and kwok into the shared cache (only when missing or re-pinned)
 controlplane:
 	@e2e/tools/build.sh >/dev/null
 
 ## run: courier's main job on a local cluster, with a demo; Ctrl-C stops everything
 run: build
-	@$(GO) build -o bin/run ./e2e/run
+	@$(GO) build -trimpath -o bin/run ./e2e/run
 	@bin/run --controlplane-bin="$(CONTROLPLANE)" --courier=bin/courier
 
 ## check: lint and unit tests, the inner loop (no control plane needed)
@@ -85,3 +86,7 @@ prometheus:
 ## clean: remove bin/ and .run/ (the control-plane cache stays)
 clean:
 	rm -rf bin .run
+
+## clean-cache: remove the control-plane cache every clone on this machine shares
+clean-cache:
+	rm -rf "$${COURIER_CONTROLPLANE_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/courier/controlplane}"

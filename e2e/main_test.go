@@ -75,7 +75,7 @@ func runMain(m *testing.M) int {
 	} else {
 		// The race detector watches courier while the tests drive it; a race
 		// fails the test that stops that process (see courierProcess.Stop).
-		build := exec.CommandContext(ctx, "go", "build", "-race", "-o", env.courier, ".")
+		build := exec.CommandContext(ctx, "go", "build", "-race", "-trimpath", "-o", env.courier, ".")
 		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintf(os.Stderr, "build courier: %v\n", err)

@@ -126,7 +126,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	logf("building courier (no race detector)")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, ".").CombinedOutput(); err != nil {
 		return fmt.Errorf("build courier: %v\n%s", err, out)
 	}
 	clusterDir, _ := filepath.Abs(filepath.Join(o.dir, "cluster"))

@@ -128,6 +128,8 @@ func Build(bin []byte, ref, arch string) ([]byte, error) {
 	cfg.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":  "courier",
 		"org.opencontainers.image.source": "https://github.com/courier-k8s/courier",
+		// SPDX identifier of LICENSE.
+		"org.opencontainers.image.licenses": "Apache-2.0",
 	}
 	cfg.RootFS.Type = "layers"
 	cfg.RootFS.DiffIDs = []string{digest(layerTar)}

@@ -127,6 +127,9 @@ func TestImageRunsCourierAsNonRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := cfg.Config.Labels["org.opencontainers.image.licenses"]; got != "Apache-2.0" {
+		t.Errorf("licenses label %q, want Apache-2.0 (LICENSE)", got)
+	}
 	if len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != digest(layerTar) {
 		t.Errorf("diff_ids %v do not match the layer", cfg.RootFS.DiffIDs)
 	}

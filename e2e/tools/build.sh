@@ -1,47 +1,71 @@
 #!/usr/bin/env bash
-# Builds the local control plane into .cache/controlplane/<stamp>/: etcd,
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok,
-# plus kwok's stage files. <stamp> is a hash of this module's pinned versions,
-# so a change of version builds a fresh directory and an unchanged one builds
-# nothing. Prints the bin directory on stdout.
+# Builds the local control plane — etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl and kwok, plus kwok's stage
+# files — into a per-user cache shared by every clone on the machine:
+#
+#   ${COURIER_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/courier/controlplane}/<stamp>/
+#
+# <stamp> is a hash of this module's pinned versions, so a change of version
+# builds a fresh directory and an unchanged one builds nothing. A build goes
+# into a temporary directory that is renamed into place when complete, so two
+# clones building at once never leave a half-built cache (the second rename
+# loses and its build is dropped). A cold build prints its progress every 15
+# seconds on stderr. Prints the bin directory on stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
 cd "$here"
 
+cache="${COURIER_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/courier/controlplane}"
 stamp=$(cat go.mod go.sum etcd/main.go build.sh | sha256sum | cut -c1-12)
-out="$root/.cache/controlplane/$stamp"
+out="$cache/$stamp"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+targets=(./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl sigs.k8s.io/kwok/cmd/kwok)
 
-complete=1
-for b in "${bins[@]}"; do [ -x "$out/bin/$b" ] || complete=0; done
-[ -f "$out/kwok/stages.yaml" ] || complete=0
-if [ "$complete" = 1 ]; then
+complete() {
+  for b in "${bins[@]}"; do [ -x "$1/bin/$b" ] || return 1; done
+  [ -f "$1/kwok/stages.yaml" ]
+}
+if complete "$out"; then
   echo "$out/bin"
   exit 0
 fi
 
-echo "building the control plane into $out (cold: about 15 minutes on 2 cores)" >&2
+mkdir -p "$cache"
+tmp=$(mktemp -d "$cache/.build-$stamp.XXXXXX")
+trap 'rm -rf "$tmp"; [ -n "${ticker:-}" ] && kill "$ticker" 2>/dev/null; true' EXIT
+echo "building the control plane into $out (cold: about 8–15 minutes on 2 cores; progress every 15 s)" >&2
 start=$(date +%s)
-mkdir -p "$out/bin.tmp" "$out/kwok"
-go build -o "$out/bin.tmp/" \
-  ./etcd \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubectl \
-  sigs.k8s.io/kwok/cmd/kwok >&2
+mkdir -p "$tmp/bin" "$tmp/kwok"
+
+# Progress: go build -v names each package as it builds it; count them
+# against the packages the targets need.
+go mod download >&2
+total=$(go list -deps "${targets[@]}" | wc -l)
+log="$tmp/build.log"
+: > "$log"
+(
+  while sleep 15; do
+    n=$(wc -l < "$log")
+    last=$(tail -n 1 "$log")
+    echo "  control plane: $n of about $total packages compiled (those in the Go build cache are not), $(( $(date +%s) - start ))s elapsed (last: ${last:-linking})" >&2
+  done
+) &
+ticker=$!
+go build -v -o "$tmp/bin/" "${targets[@]}" 2> >(grep -v '^#' >> "$log") || { cat "$log" >&2; exit 1; }
+kill "$ticker" 2>/dev/null || true
+ticker=
 
 # kwok's "fast" stages: nodes turn Ready, pods turn Running and Ready at once.
 kwokdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-: > "$out/kwok/stages.yaml.tmp"
 for f in "$kwokdir"/kustomize/stage/node/fast/node-*.yaml "$kwokdir"/kustomize/stage/pod/fast/pod-*.yaml; do
-  { echo "---"; cat "$f"; } >> "$out/kwok/stages.yaml.tmp"
+  { echo "---"; cat "$f"; } >> "$tmp/kwok/stages.yaml"
 done
-mv "$out/kwok/stages.yaml.tmp" "$out/kwok/stages.yaml"
-rm -rf "$out/bin"
-mv "$out/bin.tmp" "$out/bin"
-# Keep only this version: each build is several hundred megabytes.
-find "$root/.cache/controlplane" -mindepth 1 -maxdepth 1 ! -name "$stamp" -exec rm -rf {} +
+rm -f "$log"
+
+# Into place, atomically; if another build got there first, keep its result.
+if ! mv -T "$tmp" "$out" 2>/dev/null; then
+  complete "$out" || { echo "control plane cache $out exists but is incomplete; remove it (make clean-cache)" >&2; exit 1; }
+fi
 echo "built the control plane in $(( $(date +%s) - start ))s" >&2
 echo "$out/bin"
