@@ -251,18 +251,6 @@ func (p *courierProcess) WaitLeader(ctx context.Context) {
 	}
 }
 
-// WaitMetric waits until /metrics contains want.
-func (p *courierProcess) WaitMetric(ctx context.Context, want string) {
-	p.t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		code, body, err := p.get(ctx, "/metrics")
-		return err == nil && code == http.StatusOK && strings.Contains(body, want), nil
-	})
-	if err != nil {
-		p.t.Fatalf("/metrics never showed %q: %v", want, err)
-	}
-}
-
 // MetricValue is the value of the sample series (name and labels exactly as
 // /metrics prints them, e.g. `courier_replicator_reverts_total{kind="Secret"}`).
 func (p *courierProcess) MetricValue(ctx context.Context, series string) (float64, bool) {

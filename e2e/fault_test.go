@@ -248,7 +248,7 @@ func TestRejectedWriteGivesAnEventAndTheRestContinues(t *testing.T) {
 	}
 	eventually(t, converge, "ReplicaFailed on the source naming "+full+" and the quota",
 		eventWith(s.src, "app", "ReplicaFailed", full, "exceeded quota"))
-	s.courier.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="error"} 1`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_replicator_replicas{kind="Secret",state="error"}`: 1})
 
 	q, err := admin().CoreV1().ResourceQuotas(full).Get(t.Context(), "no-secrets", metav1.GetOptions{})
 	if err != nil {

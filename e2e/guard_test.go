@@ -42,7 +42,7 @@ func TestEditedReplicaIsRevertedToTheSource(t *testing.T) {
 		})
 	}
 	eventually(t, converge, "ReplicaReverted event on the replica", eventWith(dst, "cfg", "ReplicaReverted", s.src+"/cfg"))
-	s.courier.WaitMetric(t.Context(), `courier_replicator_reverts_total{kind="Secret"} 4`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_replicator_reverts_total{kind="Secret"}`: 4})
 }
 
 func TestAWriterThatKeepsFightingIsBackedOffNotLooped(t *testing.T) {
@@ -75,8 +75,10 @@ func TestAWriterThatKeepsFightingIsBackedOffNotLooped(t *testing.T) {
 		t.Errorf("courier reverted %d of 8 edits within a minute, want exactly 5", reverts)
 	}
 	eventually(t, converge, "ReplicaContested event", eventWith(dst, "contested", "ReplicaContested", "more than 5 reverts"))
-	s.courier.WaitMetric(t.Context(), `courier_guard_replicas_contested_total{kind="Secret"} 1`)
-	s.courier.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="contested"} 1`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{ // within the 10 s backoff
+		`courier_guard_replicas_contested_total{kind="Secret"}`:        1,
+		`courier_replicator_replicas{kind="Secret",state="contested"}`: 1,
+	})
 	if n := strings.Count(s.courier.Logs(), `"msg":"replica written"`); n > 1+5 {
 		t.Errorf("courier wrote the replica %d times (1 create + 5 reverts allowed)", n)
 	}
@@ -138,7 +140,7 @@ func TestOneSourceChangeIsExactlyOneWritePerReplica(t *testing.T) {
 	for _, ns := range targets {
 		eventually(t, converge, "replica in "+ns, secretIn(ns, "one", map[string][]byte{"k": []byte("v1")}))
 	}
-	s.courier.WaitMetric(t.Context(), `courier_workqueue_depth{name="replicator"} 0`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_workqueue_depth{name="replicator"}`: 0})
 	before := apiserverWrites(t, "secrets")
 
 	updateSecret(t, s.src, "one", func(x *corev1.Secret) { x.Data["k"] = []byte("v2") })
@@ -151,5 +153,5 @@ func TestOneSourceChangeIsExactlyOneWritePerReplica(t *testing.T) {
 	if got, want := apiserverWrites(t, "secrets")-before, float64(1+len(targets)+1); got != want {
 		t.Errorf("secret writes for one source change to %d replicas = %v, want %v", len(targets), got, want)
 	}
-	s.courier.WaitMetric(t.Context(), fmt.Sprintf(`courier_replicator_writes_total{kind="Secret",operation="update"} %d`, len(targets)))
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_replicator_writes_total{kind="Secret",operation="update"}`: float64(len(targets))})
 }

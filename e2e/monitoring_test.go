@@ -261,7 +261,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	deleteSecret(t, s.src, "kept")
 	eventually(t, converge, "protected source restored", secretIn(s.src, "kept", map[string][]byte{"k": []byte("v")}))
 	createSecret(t, s.src, "broken", withAnnotation(keyReplicateTo, "(("))
-	s.courier.WaitMetric(t.Context(), `courier_guard_replicas_contested_total{kind="Secret"} 1`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_guard_replicas_contested_total{kind="Secret"}`: 1})
 	time.Sleep(3 * time.Second) // a few scrapes after the last event
 
 	for title, queries := range dashboardQueries(t, "courier-metrics", "1m") {

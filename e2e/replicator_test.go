@@ -255,7 +255,7 @@ func TestUnmanagedObjectIsNeverTouchedThenReplacedWhenGone(t *testing.T) {
 	eventually(t, converge, "conflicts counted", func(ctx context.Context) (bool, error) {
 		return metricSum(s.courier.Metrics(ctx), `courier_replicator_conflicts_total{kind="Secret"}`) >= 1, nil
 	})
-	s.courier.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="conflict"} 1`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_replicator_replicas{kind="Secret",state="conflict"}`: 1})
 	consistently(t, 500*time.Millisecond, "the tenant's object is untouched", func(ctx context.Context) (bool, error) {
 		got, err := getSecret(ctx, dst, "shared")
 		return err == nil && got.ResourceVersion == theirs.ResourceVersion, err
@@ -296,7 +296,7 @@ func TestInvalidSelectorChangesNothingUntilFixed(t *testing.T) {
 		x.Data["k"] = []byte("v2")
 	})
 	eventually(t, converge, "InvalidSelector event with the parser's message", eventWith(s.src, "api", "InvalidSelector", "env in (prod", "kubectl -l"))
-	s.courier.WaitMetric(t.Context(), `courier_replicator_invalid_selectors_total{kind="Secret"} 1`)
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_replicator_invalid_selectors_total{kind="Secret"}`: 1})
 	consistently(t, 500*time.Millisecond, "existing replica unchanged", secretIn(dst, "api", map[string][]byte{"k": []byte("v1")}))
 	if !strings.Contains(s.courier.Logs(), "invalid replicate-to selector") {
 		t.Errorf("no log line for the invalid selector")
@@ -395,8 +395,10 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 	c.WaitReady(t.Context())
 	c.WaitLeader(t.Context())
 	// All 15 pairs synced (in sync) and the queue drained.
-	c.WaitMetric(t.Context(), `courier_replicator_replicas{kind="Secret",state="in_sync"} 15`)
-	c.WaitMetric(t.Context(), `courier_workqueue_depth{name="replicator"} 0`)
+	c.WaitMetricsExactly(t.Context(), map[string]float64{
+		`courier_replicator_replicas{kind="Secret",state="in_sync"}`: 15,
+		`courier_workqueue_depth{name="replicator"}`:                 0,
+	})
 	if m := c.Metrics(t.Context()); metricSum(m, "courier_replicator_writes_total") != 0 {
 		t.Errorf("courier counted replica writes after a restart in sync:\n%s", grepLines(m, "courier_replicator_writes_total"))
 	}
