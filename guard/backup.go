@@ -97,17 +97,28 @@ type view struct {
 	meta      metav1.Object
 	typ       corev1.SecretType
 	immutable bool
-	hash      string
 }
 
 func viewOf(obj any) *view {
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		return &view{obj: o, meta: o, typ: o.Type, immutable: o.Immutable != nil && *o.Immutable, hash: content.Hash(content.SecretEntries(o))}
+		return &view{obj: o, meta: o, typ: o.Type, immutable: o.Immutable != nil && *o.Immutable}
 	case *corev1.ConfigMap:
-		return &view{obj: o, meta: o, immutable: o.Immutable != nil && *o.Immutable, hash: content.Hash(content.ConfigMapEntries(o))}
+		return &view{obj: o, meta: o, immutable: o.Immutable != nil && *o.Immutable}
 	}
 	return nil
+}
+
+// hash is the content hash, computed when asked: only backing up compares
+// content, and a protected source's values can be 1 MiB.
+func (v *view) hash() string {
+	switch o := v.obj.(type) {
+	case *corev1.Secret:
+		return content.Hash(content.SecretEntries(o))
+	case *corev1.ConfigMap:
+		return content.Hash(content.ConfigMapEntries(o))
+	}
+	return ""
 }
 
 // backupFor builds the backup of src (existing: the backup there now, or nil).
@@ -124,8 +135,9 @@ func backupFor(src *view, existing metav1.Object) runtime.Object {
 
 // upToDate reports whether backup holds what src holds now.
 func upToDate(backup, src *view) bool {
-	return backup.hash == src.hash && backup.typ == src.typ &&
-		backup.meta.GetAnnotations()[wellknown.BackupMeta] == encodeMeta(metaOf(src.meta, src.immutable))
+	return backup.typ == src.typ &&
+		backup.meta.GetAnnotations()[wellknown.BackupMeta] == encodeMeta(metaOf(src.meta, src.immutable)) &&
+		backup.hash() == src.hash()
 }
 
 // restoredFrom is the source as its backup says it was.

@@ -175,18 +175,29 @@ func sourceKey(kind string, m metav1.Object) key {
 	return key{kind, m.GetNamespace(), m.GetName()}
 }
 
+// watched reports whether m is labelled protected, or is a backup, in an
+// allowed source namespace: what the guard queues.
+func (c *Controller) watched(m metav1.Object) bool {
+	return c.opts.SourceNamespaces.Match(m.GetNamespace()) && (m.GetLabels()[wellknown.Protect] == "true" || isBackup(m))
+}
+
+// BackupOf returns the name of the source m is the backup of, if it is one.
+func (c *Controller) BackupOf(m metav1.Object) (string, bool) {
+	if !isBackup(m) {
+		return "", false
+	}
+	return m.GetAnnotations()[wellknown.BackupOf], true
+}
+
 // onChange queues the source behind a protected object, one that was
 // protected, or a backup.
 func (c *Controller) onChange(kind string, oldObj, newObj any) {
 	m, ok := newObj.(metav1.Object)
-	if !ok || !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
+	if !ok {
 		return
 	}
-	wasProtected := false
-	if o, ok := oldObj.(metav1.Object); ok {
-		wasProtected = o.GetLabels()[wellknown.Protect] == "true"
-	}
-	if wasProtected || m.GetLabels()[wellknown.Protect] == "true" || isBackup(m) {
+	o, _ := oldObj.(metav1.Object)
+	if c.watched(m) || (o != nil && c.watched(o)) {
 		k := sourceKey(kind, m)
 		if !isBackup(m) {
 			c.mu.Lock()
@@ -242,8 +253,7 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) resync() {
 	for kind, idx := range c.indexers {
 		for _, obj := range idx.List() {
-			if m, ok := obj.(metav1.Object); ok && c.opts.SourceNamespaces.Match(m.GetNamespace()) &&
-				(m.GetLabels()[wellknown.Protect] == "true" || isBackup(m)) {
+			if m, ok := obj.(metav1.Object); ok && c.watched(m) {
 				c.queue.Add(sourceKey(kind, m), time.Time{})
 			}
 		}
@@ -300,28 +310,30 @@ func (c *Controller) writeBackup(ctx context.Context, k key, src, backup *view) 
 	if backup != nil {
 		existing = backup.meta
 	}
-	obj := backupFor(src, existing)
-	var err error
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		api := c.client.CoreV1().Secrets(k.Namespace)
-		if backup == nil {
-			_, err = api.Create(ctx, o, metav1.CreateOptions{FieldManager: wellknown.FieldManager})
-		} else {
-			_, err = api.Update(ctx, o, metav1.UpdateOptions{FieldManager: wellknown.FieldManager})
-		}
-	case *corev1.ConfigMap:
-		api := c.client.CoreV1().ConfigMaps(k.Namespace)
-		if backup == nil {
-			_, err = api.Create(ctx, o, metav1.CreateOptions{FieldManager: wellknown.FieldManager})
-		} else {
-			_, err = api.Update(ctx, o, metav1.UpdateOptions{FieldManager: wellknown.FieldManager})
-		}
-	}
-	if err != nil {
+	if _, err := c.write(ctx, backupFor(src, existing), backup == nil); err != nil {
 		return fmt.Errorf("back up %s: %w", k, err)
 	}
 	return nil
+}
+
+// write creates obj (a Secret or ConfigMap), or updates it.
+func (c *Controller) write(ctx context.Context, obj runtime.Object, create bool) (runtime.Object, error) {
+	cOpts, uOpts := metav1.CreateOptions{FieldManager: wellknown.FieldManager}, metav1.UpdateOptions{FieldManager: wellknown.FieldManager}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		api := c.client.CoreV1().Secrets(o.Namespace)
+		if create {
+			return api.Create(ctx, o, cOpts)
+		}
+		return api.Update(ctx, o, uOpts)
+	case *corev1.ConfigMap:
+		api := c.client.CoreV1().ConfigMaps(o.Namespace)
+		if create {
+			return api.Create(ctx, o, cOpts)
+		}
+		return api.Update(ctx, o, uOpts)
+	}
+	return nil, fmt.Errorf("unexpected object %T", obj)
 }
 
 func (c *Controller) delete(ctx context.Context, kind string, m metav1.Object) error {
@@ -345,15 +357,7 @@ func (c *Controller) restore(ctx context.Context, k key, backup *view) error {
 	if !ok {
 		return fmt.Errorf("restore %s: its backup %s/%s cannot be read", k, k.Namespace, backup.meta.GetName())
 	}
-	opts := metav1.CreateOptions{FieldManager: wellknown.FieldManager}
-	var restored runtime.Object
-	var err error
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		restored, err = c.client.CoreV1().Secrets(k.Namespace).Create(ctx, o, opts)
-	case *corev1.ConfigMap:
-		restored, err = c.client.CoreV1().ConfigMaps(k.Namespace).Create(ctx, o, opts)
-	}
+	restored, err := c.write(ctx, obj, true)
 	if apierrors.IsAlreadyExists(err) {
 		return nil // someone recreated it: the next sync backs it up
 	}

@@ -228,17 +228,18 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if err1 != nil || err2 != nil {
 				return
 			}
-			contentChanged := content.Hash(entriesOf(oldObj)) != content.Hash(entriesOf(newObj))
-			optIn := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload]
-			if !contentChanged && !optIn {
+			before := entriesOf(oldObj)
+			contentChanged := content.Hash(before) != content.Hash(entriesOf(newObj))
+			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload]
+			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}
 			optedInWithChange := contentChanged && nm.GetAnnotations()[wellknown.Reload] == "true" && om.GetAnnotations()[wellknown.Reload] != "true"
 			if optedInWithChange {
-				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), entriesOf(oldObj))
+				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), before)
 			}
 			enqueueConsumers(newObj)
-			if optIn {
+			if reloadChanged {
 				// The consumers of its replicas opt in (or out) with it. The
 				// replicas in the cache still hold the content from before a
 				// change made with the opt-in: that is their hint.

@@ -48,6 +48,9 @@ type Options struct {
 
 // Guard is what the replicator asks the guard (package guard).
 type Guard interface {
+	// BackupOf names the source m is the backup of, if it is one: its
+	// going changes what Restoring says.
+	BackupOf(m metav1.Object) (source string, ok bool)
 	// Restoring reports whether a protected source that is gone or being
 	// deleted is to be restored: its replicas are kept meanwhile.
 	Restoring(kind, namespace, name string) bool
@@ -257,10 +260,12 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err != nil {
 				return
 			}
-			if of, ok := m.GetAnnotations()[wellknown.BackupOf]; ok && m.GetLabels()[wellknown.Backup] == "true" {
-				// A protected source's backup is gone: whether its replicas
-				// are kept (Guard.Restoring) may have changed.
-				c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: of}, c.clock.Now())
+			if c.opts.Guard != nil {
+				if of, ok := c.opts.Guard.BackupOf(m); ok {
+					// A protected source's backup is gone: whether its
+					// replicas are kept (Guard.Restoring) may have changed.
+					c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: of}, c.clock.Now())
+				}
 			}
 			if IsSource(m) {
 				c.forgetSource(m.GetUID())

@@ -68,6 +68,13 @@ func ownerOf(m metav1.Object, installation string) (source string, managed bool)
 	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
 }
 
+// markedAsReplica reports whether m is a replica of any installation: it
+// names one, or carries another of courier's replica markers.
+func markedAsReplica(m metav1.Object) bool {
+	_, managed := ownerOf(m, "")
+	return managed || m.GetAnnotations()[wellknown.Installation] != ""
+}
+
 // tampered reports whether a replica courier wrote was changed since: its
 // content no longer matches the hash courier stamped on it, or courier's
 // labels or annotations were edited.

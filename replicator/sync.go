@@ -98,7 +98,7 @@ func (c *Controller) sourceState(src *item) (ok bool, problem string) {
 	if src.typ == corev1.SecretTypeServiceAccountToken {
 		return false, ReasonSourceNotReplicable
 	}
-	if _, managed := ownerOf(m, ""); managed || m.GetAnnotations()[wellknown.Installation] != "" {
+	if markedAsReplica(m) {
 		return false, "" // a replica, of any installation, is never a source
 	}
 	if m.GetDeletionTimestamp() != nil || content.IsDigested(m) {
