@@ -1,11 +1,13 @@
-# For people with Docker: docker build -t ghcr.io/courier-k8s/courier:0.1.0 .
+# For people with Docker: docker build --build-arg VERSION=0.1.0 -t ghcr.io/courier-k8s/courier:0.1.0 .
 # Without Docker, `make image` writes the same image as an OCI tarball.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /courier .
+# .git is not in the context: the version is stamped, the revision "unknown".
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/courier-k8s/courier/internal/version.version=${VERSION}" -o /courier .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /courier /courier

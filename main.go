@@ -34,14 +34,21 @@ import (
 	"github.com/courier-k8s/courier/internal/leader"
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/status"
+	"github.com/courier-k8s/courier/internal/version"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/reloader"
 	"github.com/courier-k8s/courier/replicator"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "status" {
-		os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "status":
+			os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		case "version", "--version", "-version":
+			fmt.Println(version.Get())
+			return
+		}
 	}
 	// courier sits idle between bursts of changes, so GC CPU is cheap and
 	// memory is not: collect at 50% heap growth instead of Go's 100% (GOGC
@@ -164,6 +171,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	controllers := []controller{rep, grd, rel}
 
 	logger.Info("starting",
+		zap.Stringer("version", version.Get()),
 		zap.String("namespace", o.Namespace),
 		zap.Stringer("sourceNamespaces", o.SourceNamespaces),
 		zap.Stringer("excludeNamespaces", o.ExcludeNamespaces),

@@ -3,18 +3,28 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/courier-k8s/courier/internal/version"
 )
 
 // Namespace prefixes every metric courier exports.
 const Namespace = "courier"
 
 // NewRegistry returns a private registry with the Go runtime and process
-// collectors, so /metrics shows memory and CPU beside courier's own series.
+// collectors, so /metrics shows memory and CPU beside courier's own series,
+// and courier_build_info, which says which courier it is.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "build_info",
+		Help: "Always 1; its labels say which courier this is (as `courier version` does).",
+	}, []string{"version", "revision", "goversion"})
+	info := version.Get()
+	build.WithLabelValues(info.Version, info.Revision, info.GoVersion).Set(1)
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		build,
 	)
 	return reg
 }
