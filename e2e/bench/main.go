@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,7 +68,15 @@ func main() {
 	flag.StringVar(&o.dir, "dir", ".run/bench", "working directory: courier binary, logs, cluster data")
 	flag.StringVar(&o.courierArg, "courier-args", "--reload-qps=1000 --reload-burst=1000", "extra courier flags (space-separated); the default lifts rollout pacing, keeping the 2 s debounce")
 	flag.IntVar(&o.workers, "floor-workers", 64, "concurrent requests of the floor client")
+	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
 	flag.Parse()
+	if *verdictsOf != "" {
+		if err := verdicts(os.Stdout, strings.Split(*verdictsOf, ",")); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -98,11 +108,14 @@ type scenario struct {
 	Stats stats  `json:"seconds"`
 	// Floor: the same N + D writes by a no-logic client, all at once (as
 	// courier's go); FloorAlone: each set of writes by itself.
-	Floor      *stats  `json:"floorSeconds,omitempty"`
-	FloorAlone *stats  `json:"floorAloneSeconds,omitempty"`
-	Ratio      float64 `json:"ratioToFloor,omitempty"`
-	Writes     string  `json:"writes"` // measured, per repetition
-	Want       string  `json:"wantWrites"`
+	Floor      *stats `json:"floorSeconds,omitempty"`
+	FloorAlone *stats `json:"floorAloneSeconds,omitempty"`
+	// Paired ratios: courier's span ÷ the floor's in the same repetition,
+	// one per repetition, in order.
+	PairedAlone  []float64 `json:"pairedRatiosToFloorAlone,omitempty"`
+	PairedAtOnce []float64 `json:"pairedRatiosToFloorAtOnce,omitempty"`
+	Writes       string    `json:"writes"` // measured, per repetition
+	Want         string    `json:"wantWrites"`
 }
 
 func (r *results) problem(format string, args ...any) {
@@ -166,6 +179,19 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// peakRSS is the highest VmHWM of every courier process the run started.
+	var peakRSS int64
+	stopCourier := func() {
+		peakRSS = max(peakRSS, cur.memory().PeakRSS)
+		cur.stop()
+	}
+	startAndWait := func() error {
+		var err error
+		if cur, err = startCourier(bin, o.dir, c.Kubeconfig, addr, args); err != nil {
+			return err
+		}
+		return cur.waitReady(5 * time.Minute)
+	}
 	defer func() { cur.stop() }()
 	if err := cur.waitReady(5 * time.Minute); err != nil {
 		return err
@@ -190,16 +216,13 @@ func run(ctx context.Context, o options) error {
 	var ready []float64
 	var restartWrites []float64
 	for i := range o.repeats {
-		cur.stop()
+		stopCourier()
 		before, err := apiserverWrites(ctx, client)
 		if err != nil {
 			return err
 		}
 		t0 := time.Now()
-		if cur, err = startCourier(bin, o.dir, c.Kubeconfig, addr, args); err != nil {
-			return err
-		}
-		if err := cur.waitReady(5 * time.Minute); err != nil {
+		if err := startAndWait(); err != nil {
 			return err
 		}
 		ready = append(ready, time.Since(t0).Seconds())
@@ -209,8 +232,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		d := after.minus(before)
-		n := d.get("POST secrets", "PUT secrets", "DELETE secrets", "POST configmaps", "PUT configmaps", "DELETE configmaps",
-			"PATCH deployments", "PATCH statefulsets", "PATCH daemonsets", "PATCH cronjobs")
+		n := d.ofCourier()
 		restartWrites = append(restartWrites, n)
 		if n != 0 {
 			r.problem("restart %d wrote %v", i+1, d)
@@ -223,12 +245,14 @@ func run(ctx context.Context, o options) error {
 	m := cur.memory()
 	r.Memory["restartPeakRssBytes"], r.Memory["afterRestartRssBytes"], r.Memory["afterRestartHeapBytes"] = m.PeakRSS, m.RSS, m.Heap
 
-	// 3: one source update → every replica, every consumer; against the floor.
+	// 3: one source update → every replica, every consumer; against both
+	// floors in the same repetition, so each repetition gives a paired ratio.
+	// courier is stopped while the floors run: it would otherwise receive
+	// (and the API server encode for it) a watch event for each floor write,
+	// slowing the floor. Every span starts on a quiet API server (the
+	// Deployment controller done with the previous round's ReplicaSets).
 	var replicaSpan, rolloutSpan, floorReplicas, floorPatches, aloneReplicas, alonePatches []float64
 	var updateWrites []string
-	// Every span starts on a quiet API server (the Deployment controller done
-	// with the previous round's ReplicaSets). The two floors alternate, each
-	// measured on half the repetitions, which keeps the run within 20 minutes.
 	for i := range o.repeats {
 		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
 			return err
@@ -238,35 +262,43 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		replicaSpan, rolloutSpan = append(replicaSpan, rs), append(rolloutSpan, ds)
-		got := w.get("PUT secrets") - 1 + w.get("PATCH deployments") // less the bench's own source update
+		got := w.ofCourier() - 1 // less the bench's own source update
 		updateWrites = append(updateWrites, fmt.Sprint(got))
 		if want := float64(o.Namespaces + o.Consumers); got != want {
 			r.problem("source update %d: %g writes (%v), want N + D = %g", i+1, got, w, want)
 		}
 		logf("update %d: replicas %.2fs, consumers %.2fs", i+1, rs, ds)
-		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
-			return err
+		stopCourier()
+		for _, alone := range []bool{i%2 == 1, i%2 == 0} { // which floor goes first alternates
+			if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+				return err
+			}
+			fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%t-%s", i, alone, randomText(8)), alone)
+			if err != nil {
+				return err
+			}
+			if alone {
+				aloneReplicas, alonePatches = append(aloneReplicas, fr), append(alonePatches, fp)
+				logf("         floor alone: replicas %.2fs (%.2f×), consumers %.2fs (%.2f×)", fr, rs/fr, fp, ds/fp)
+			} else {
+				floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
+				logf("         floor at once: replicas %.2fs (%.2f×), consumers %.2fs (%.2f×)", fr, rs/fr, fp, ds/fp)
+			}
 		}
-		alone := i%2 == 1
-		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%s", i, randomText(8)), alone)
-		if err != nil {
+		if err := startAndWait(); err != nil {
 			return err
-		}
-		if alone {
-			aloneReplicas, alonePatches = append(aloneReplicas, fr), append(alonePatches, fp)
-			logf("         floor alone: replicas %.2fs, consumers %.2fs", fr, fp)
-		} else {
-			floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
-			logf("         floor at once: replicas %.2fs, consumers %.2fs", fr, fp)
 		}
 	}
-	rep, rol, fRep, fPat := summarize(replicaSpan), summarize(rolloutSpan), summarize(floorReplicas), summarize(floorPatches)
-	aRep, aPat := summarize(aloneReplicas), summarize(alonePatches)
+	fRep, fPat, aRep, aPat := summarize(floorReplicas), summarize(floorPatches), summarize(aloneReplicas), summarize(alonePatches)
 	r.Scenarios = append(r.Scenarios,
-		scenario{Name: fmt.Sprintf("3a. one source update → all %d replicas", o.Namespaces), Stats: rep, Floor: &fRep, Ratio: rep.Median / fRep.Median,
-			FloorAlone: &aRep, Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)},
-		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers), Stats: rol, Floor: &fPat, Ratio: rol.Median / fPat.Median,
-			FloorAlone: &aPat, Writes: "(in 3a)", Want: "-"})
+		scenario{Name: fmt.Sprintf("3a. one source update (its one key set to a new 11 B value) → all %d replicas", o.Namespaces),
+			Stats: summarize(replicaSpan), Floor: &fRep, FloorAlone: &aRep,
+			PairedAlone: divide(replicaSpan, aloneReplicas), PairedAtOnce: divide(replicaSpan, floorReplicas),
+			Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)},
+		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers),
+			Stats: summarize(rolloutSpan), Floor: &fPat, FloorAlone: &aPat,
+			PairedAlone: divide(rolloutSpan, alonePatches), PairedAtOnce: divide(rolloutSpan, floorPatches),
+			Writes: "(in 3a)", Want: "-"})
 
 	// 4: a new namespace matching 50 sources, on a quiet API server.
 	if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
@@ -283,20 +315,39 @@ func run(ctx context.Context, o options) error {
 	}
 	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("4. new namespace → %d replicas", freshCount), Stats: summarize(fresh), Writes: "-", Want: "-"})
 
-	// 5: 100 sources updated at once.
+	// 5: 100 sources updated at once, each time on a quiet API server: the
+	// namespace controller is done emptying scenario 4's namespaces (its
+	// deletes of their replicas would count as writes).
+	if err := waitCount(ctx, 3*time.Minute, func() (int, error) {
+		n := 0
+		for i := range o.repeats {
+			_, err := client.CoreV1().Namespaces().Get(ctx, fmt.Sprintf("bench-fresh-%d", i), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				n++
+			} else if err != nil {
+				return 0, err
+			}
+		}
+		return n, nil
+	}, o.repeats); err != nil {
+		return fmt.Errorf("scenario 4's namespaces never went: %w", err)
+	}
 	var burst []float64
 	var burstWrites []string
 	want := o.Namespaces // every namespace carries one burst label
 	for i := range o.repeats {
+		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+			return err
+		}
 		s, w, err := burstUpdate(ctx, client, o, want, fmt.Sprintf("b%d-%s", i, randomText(8)))
 		if err != nil {
 			return err
 		}
 		burst = append(burst, s)
-		got := w.get("PUT secrets") - burstCount
+		got := w.ofCourier() - burstCount // less the bench's own source updates
 		burstWrites = append(burstWrites, fmt.Sprint(got))
 		if got != float64(want) {
-			r.problem("burst %d: %g replica writes, want %d", i+1, got, want)
+			r.problem("burst %d: %g replica writes (%v), want %d", i+1, got, w, want)
 		}
 		logf("burst %d: %d replicas of %d sources in %.2fs", i+1, want, burstCount, s)
 	}
@@ -325,15 +376,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	perMin := (metricValue(body, "courier_kube_client_requests_total") - reqBefore) / o.steady.Minutes()
-	steadyWrites := wAfter.minus(wBefore).get("POST secrets", "PUT secrets", "DELETE secrets", "POST configmaps", "PUT configmaps",
-		"DELETE configmaps", "PATCH deployments")
+	steadyWrites := wAfter.minus(wBefore).ofCourier()
 	if steadyWrites != 0 {
 		r.problem("steady state: %g writes", steadyWrites)
 	}
 	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("6. steady state %s: courier's API requests per minute", o.steady),
 		Stats: stats{N: 1, Median: perMin, P99: perMin}, Writes: fmt.Sprint(steadyWrites), Want: "0"})
 	m = cur.memory()
-	r.Memory["steadyRssBytes"], r.Memory["steadyHeapBytes"], r.Memory["peakRssBytes"] = m.RSS, m.Heap, m.PeakRSS
+	r.Memory["steadyRssBytes"], r.Memory["steadyHeapBytes"], r.Memory["peakRssBytes"] = m.RSS, m.Heap, max(peakRSS, m.PeakRSS)
 
 	report(os.Stdout, r)
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
@@ -597,6 +647,14 @@ func waitCount(ctx context.Context, timeout time.Duration, count func() (int, er
 	return fmt.Errorf("%d of %d within %s", n, want, timeout)
 }
 
+// spread is a sample's median and range, in unit.
+func spread(xs []float64, unit string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g%s [%.3g–%.3g]", summarize(xs).Median, unit, slices.Min(xs), slices.Max(xs))
+}
+
 func machine() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	model, cpus := "", 0
@@ -617,14 +675,14 @@ func report(w *os.File, r *results) {
 		r.Dataset.Namespaces, r.Dataset.Secrets, r.Dataset.ConfigMaps, r.Dataset.SecretBytes, r.Dataset.HelmReleases, r.Dataset.HelmBytes>>10,
 		r.RawMiB, r.Dataset.Deployments, r.Dataset.Consumers, r.CourierArg)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tN\tMEDIAN\tP99\tFLOOR (N+D AT ONCE)\tRATIO\tFLOOR ALONE\tRATIO\tWRITES\tWANT")
+	fmt.Fprintln(tw, "SCENARIO\tN\tMEDIAN\tP99 (MAX IF N<100)\tFLOOR ALONE\tPAIRED RATIO: MEDIAN [MIN–MAX]\tFLOOR N+D AT ONCE\tPAIRED RATIO\tWRITES\tWANT")
 	for _, s := range r.Scenarios {
-		floor, ratio, alone, aloneRatio := "-", "-", "-", "-"
+		alone, aloneRatio, floor, ratio := "-", "-", "-", "-"
 		if s.Floor != nil {
-			floor, ratio = fmt.Sprintf("%.3f", s.Floor.Median), fmt.Sprintf("%.2f×", s.Ratio)
-			alone, aloneRatio = fmt.Sprintf("%.3f", s.FloorAlone.Median), fmt.Sprintf("%.2f×", s.Stats.Median/s.FloorAlone.Median)
+			alone, aloneRatio = fmt.Sprintf("%.3f", s.FloorAlone.Median), spread(s.PairedAlone, "×")
+			floor, ratio = fmt.Sprintf("%.3f", s.Floor.Median), spread(s.PairedAtOnce, "×")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, floor, ratio, alone, aloneRatio, s.Writes, s.Want)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, alone, aloneRatio, floor, ratio, s.Writes, s.Want)
 	}
 	tw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -25,11 +25,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// stats are the median and 99th percentile of a sample, in seconds.
+// stats are the median and 99th percentile of a sample, in seconds, and the
+// sample itself in the order it was measured.
 type stats struct {
-	N      int     `json:"n"`
-	Median float64 `json:"median"`
-	P99    float64 `json:"p99"`
+	N       int       `json:"n"`
+	Median  float64   `json:"median"`
+	P99     float64   `json:"p99"`
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 func summarize(xs []float64) stats {
@@ -42,9 +44,19 @@ func summarize(xs []float64) stats {
 	if len(s)%2 == 0 {
 		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
-	// Nearest rank; with fewer than 100 samples the p99 is the maximum.
+	// Nearest rank: with fewer than 100 samples the p99 is the maximum, and
+	// the report says so.
 	p99 := s[int(math.Ceil(0.99*float64(len(s))))-1]
-	return stats{N: len(s), Median: med, P99: p99}
+	return stats{N: len(s), Median: med, P99: p99, Samples: xs}
+}
+
+// divide pairs a and b by index: a[i] / b[i].
+func divide(a, b []float64) []float64 {
+	out := make([]float64, min(len(a), len(b)))
+	for i := range out {
+		out[i] = a[i] / b[i]
+	}
+	return out
 }
 
 // writes are kube-apiserver's own counts of successful writes, from
@@ -111,6 +123,23 @@ func (w writes) ofData() float64 {
 	}
 	return s
 }
+
+// courierKinds lists every write to the objects courier replicates and the
+// workloads it rolls, whatever verb a wrong courier would use. Not counted:
+// Events (one Reloaded per rollout, by design), the Lease, and status
+// subresources (the Deployment controller's).
+var courierKinds = func() []string {
+	var out []string
+	for _, v := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE"} {
+		for _, r := range []string{"secrets", "configmaps", "deployments", "statefulsets", "daemonsets", "cronjobs"} {
+			out = append(out, v+" "+r)
+		}
+	}
+	return out
+}()
+
+// ofCourier sums the writes of courierKinds.
+func (w writes) ofCourier() float64 { return w.get(courierKinds...) }
 
 func (w writes) get(keys ...string) float64 {
 	var s float64

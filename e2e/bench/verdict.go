@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// target is one of the figures courier promises (issue #7), judged over
+// several runs: its samples in one run, and the limit their median must keep.
+type target struct {
+	name    string
+	limit   float64
+	unit    string
+	samples func(results) []float64
+	info    bool // a figure shown beside the targets, not judged
+}
+
+var targets = []target{
+	{name: "3a. one source update → all replicas, paired ratio to the floor alone", limit: 1.3, unit: "×", samples: pairedAlone("3a.")},
+	{name: "3b. → all consumers patched (debounce included), paired ratio to the floor alone", limit: 1.5, unit: "×", samples: pairedAlone("3b.")},
+	{name: "3b less the 2 s debounce, paired ratio to the floor alone (shown, not a target)", unit: "×", samples: lessDebounce, info: true},
+	{name: "4. new namespace → 50 replicas", limit: 1, unit: " s", samples: func(r results) []float64 { return scenarioNamed(r, "4.").Stats.Samples }},
+	{name: "steady RSS", limit: 100, unit: " MiB", samples: func(r results) []float64 { return []float64{float64(r.Memory["steadyRssBytes"]) / (1 << 20)} }},
+	{name: "problems (write counts other than N + D, 0 on restart, 0 idle)", limit: 0, unit: "", samples: func(r results) []float64 { return []float64{float64(len(r.Problems))} }},
+}
+
+func scenarioNamed(r results, prefix string) scenario {
+	for _, s := range r.Scenarios {
+		if strings.HasPrefix(s.Name, prefix) {
+			return s
+		}
+	}
+	return scenario{}
+}
+
+// lessDebounce is 3b's paired ratio with courier's span less the default
+// --reload-debounce (2 s), which the bench keeps.
+func lessDebounce(r results) []float64 {
+	s := scenarioNamed(r, "3b.")
+	if s.FloorAlone == nil {
+		return nil
+	}
+	var out []float64
+	for i, x := range s.Stats.Samples {
+		if i < len(s.FloorAlone.Samples) {
+			out = append(out, (x-2)/s.FloorAlone.Samples[i])
+		}
+	}
+	return out
+}
+
+func pairedAlone(prefix string) func(results) []float64 {
+	return func(r results) []float64 { return scenarioNamed(r, prefix).PairedAlone }
+}
+
+// verdicts reads the results of at least three runs and writes, per target,
+// each run's median with its range, the median over every repetition of
+// every run, how many repetitions were over the limit (shown, not judged:
+// single repetitions are noisy), and the verdict: the target holds when the
+// median of every run keeps it.
+func verdicts(w io.Writer, files []string) error {
+	if len(files) < 3 {
+		return fmt.Errorf("-verdicts needs the results of at least 3 runs, got %d: one run's noise is as large as a target's margin", len(files))
+	}
+	var runs []results
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var r results
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		runs = append(runs, r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"TARGET", "LIMIT"}
+	for i := range runs {
+		header = append(header, fmt.Sprintf("RUN %d: MEDIAN [MIN–MAX]", i+1))
+	}
+	fmt.Fprintln(tw, strings.Join(append(header, "MEDIAN OF ALL", "OVER THE LIMIT", "VERDICT"), "\t"))
+	for _, t := range targets {
+		var all []float64
+		row := []string{t.name, fmt.Sprintf("≤ %g%s", t.limit, t.unit)}
+		if t.info {
+			row[1] = "-"
+		}
+		held := 0
+		for _, r := range runs {
+			xs := t.samples(r)
+			if len(xs) == 0 {
+				row = append(row, "no samples")
+				continue
+			}
+			all = append(all, xs...)
+			if summarize(xs).Median <= t.limit {
+				held++
+			}
+			row = append(row, spread(xs, t.unit))
+		}
+		over := 0
+		for _, x := range all {
+			if x > t.limit {
+				over++
+			}
+		}
+		verdict := "holds"
+		if t.info {
+			over, verdict = 0, "-"
+		} else if held < len(runs) {
+			verdict = fmt.Sprintf("MISSED in %d of %d runs", len(runs)-held, len(runs))
+		}
+		if len(all) == 0 {
+			verdict = "no samples"
+		}
+		row = append(row, fmt.Sprintf("%.3g%s", summarize(all).Median, t.unit), fmt.Sprintf("%d of %d", over, len(all)), verdict)
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
