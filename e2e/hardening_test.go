@@ -267,7 +267,7 @@ func TestRestoresNeverLoseAReplica(t *testing.T) {
 	}
 	deleted := map[string]func() bool{}
 	for _, ns := range targets {
-		deleted[ns] = watchDeletes(t, ns, "ca")
+		deleted[ns] = watchSecretFor(t, ns, "ca", watch.Deleted)
 	}
 	for i := range 10 {
 		before, err := getSecret(t.Context(), s.src, "ca")
@@ -463,9 +463,10 @@ func TestTwoInstallationsLeaveEachOthersReplicasAlone(t *testing.T) {
 	})
 }
 
-// watchDeletes reports, when the test asks, whether ns/name was deleted
-// since the watch began.
-func watchDeletes(t *testing.T, ns, name string) func() bool {
+// watchSecretFor reports, when the test asks, whether ns/name saw an event
+// of type typ since the watch began (it drains events until 500 ms pass
+// without one).
+func watchSecretFor(t *testing.T, ns, name string, typ watch.EventType) func() bool {
 	t.Helper()
 	w, err := admin().CoreV1().Secrets(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
@@ -476,7 +477,7 @@ func watchDeletes(t *testing.T, ns, name string) func() bool {
 		for {
 			select {
 			case e := <-w.ResultChan():
-				if e.Type == watch.Deleted {
+				if e.Type == typ {
 					return true
 				}
 			case <-time.After(500 * time.Millisecond):
@@ -499,7 +500,7 @@ func TestAProtectedSourceDeletedWhileCourierIsDownIsRestored(t *testing.T) {
 		_, err := getSecret(ctx, s.src, "courier-backup.ca")
 		return err == nil, nil
 	})
-	deleted := watchDeletes(t, dst, "ca")
+	deleted := watchSecretFor(t, dst, "ca", watch.Deleted)
 
 	s.courier.Stop()
 	deleteSecret(t, s.src, "ca")
@@ -528,7 +529,7 @@ func TestAProtectedSourceBeingDeletedKeepsItsReplicas(t *testing.T) {
 	for _, name := range []string{"ca", "fg"} {
 		eventually(t, converge, "replica "+name, secretIn(dst, name, map[string][]byte{"k": []byte("v")}))
 	}
-	deletedCA, deletedFG := watchDeletes(t, dst, "ca"), watchDeletes(t, dst, "fg")
+	deletedCA, deletedFG := watchSecretFor(t, dst, "ca", watch.Deleted), watchSecretFor(t, dst, "fg", watch.Deleted)
 
 	deleteSecret(t, s.src, "ca")
 	fg := metav1.DeletePropagationForeground

@@ -169,6 +169,18 @@ func secretGone(ns, name string) func(context.Context) (bool, error) {
 	}
 }
 
+// secretsGone holds while none of the namespaces has a Secret name.
+func secretsGone(name string, namespaces ...string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		for _, ns := range namespaces {
+			if ok, err := secretGone(ns, name)(ctx); !ok || err != nil {
+				return ok, err
+			}
+		}
+		return true, nil
+	}
+}
+
 func equalData(a, b map[string][]byte) bool {
 	if len(a) != len(b) {
 		return false
@@ -185,23 +197,44 @@ func equalData(a, b map[string][]byte) bool {
 // message containing every one of parts.
 func eventWith(ns, name, reason string, parts ...string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		evs, err := admin().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-			FieldSelector: fmt.Sprintf("involvedObject.name=%s,reason=%s", name, reason),
-		})
-		if err != nil {
-			return false, err
-		}
-	next:
-		for _, e := range evs.Items {
-			for _, p := range parts {
-				if !strings.Contains(e.Message, p) {
-					continue next
-				}
-			}
-			return true, nil
-		}
-		return false, nil
+		evs, err := matchingEvents(ctx, ns, name, reason, parts)
+		return len(evs) > 0, err
 	}
+}
+
+// eventCount is how many times an Event with reason and every part in its
+// message was recorded on ns/name (repeats of one Event raise its count).
+func eventCount(t *testing.T, ns, name, reason string, parts ...string) int {
+	t.Helper()
+	evs, err := matchingEvents(t.Context(), ns, name, reason, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		n += max(1, int(e.Count))
+	}
+	return n
+}
+
+func matchingEvents(ctx context.Context, ns, name, reason string, parts []string) ([]corev1.Event, error) {
+	evs, err := admin().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fmt.Sprintf("involvedObject.name=%s,reason=%s", name, reason),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Event
+next:
+	for _, e := range evs.Items {
+		for _, p := range parts {
+			if !strings.Contains(e.Message, p) {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 func setNamespaceLabels(t *testing.T, ns string, change func(map[string]string)) {

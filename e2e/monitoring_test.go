@@ -252,12 +252,17 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	before := settled(t, a, "web")
 	updateSecret(t, s.src, "app", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
 	rolledOutOnce(t, a, "web", before, "secret/app")
-	for i := range 8 { // more than the revert budget: reverted, then contested
+	for i := range 6 { // one more than the revert budget: five reverted, then contested
 		updateSecret(t, a, "app", func(x *corev1.Secret) { x.Data["k"] = []byte(fmt.Sprint("edit-", i)) })
-		time.Sleep(50 * time.Millisecond)
+		if i < 5 {
+			eventually(t, converge, fmt.Sprintf("edit %d reverted", i+1), secretIn(a, "app", map[string][]byte{"k": []byte("2")}))
+		}
 	}
 	createSecret(t, s.src, "kept", withLabel(keyProtect, "true"), withData("k", "v"))
-	time.Sleep(500 * time.Millisecond) // the guard keeps what it last saw
+	eventually(t, converge, "the guard backed up the protected source", func(ctx context.Context) (bool, error) {
+		_, err := getSecret(ctx, s.src, "courier-backup.kept")
+		return err == nil, nil
+	})
 	deleteSecret(t, s.src, "kept")
 	eventually(t, converge, "protected source restored", secretIn(s.src, "kept", map[string][]byte{"k": []byte("v")}))
 	createSecret(t, s.src, "broken", withAnnotation(keyReplicateTo, "(("))

@@ -2,6 +2,7 @@ package inputs
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 // FuzzOf feeds pod specs decoded from arbitrary JSON to Of, which must never
 // panic and must return one sorted, named Ref per object, with sorted,
 // distinct keys (nil meaning every key). Seeds: testdata/fuzz/FuzzOf and below;
-// run `go test -fuzz=FuzzOf ./inputs` to search further.
+// run `go test -fuzz=FuzzOf ./internal/inputs` to search further.
 func FuzzOf(f *testing.F) {
 	for _, seed := range []string{
 		`{"containers":[{"name":"a","env":[{"name":"X","valueFrom":{"secretKeyRef":{"name":"db","key":"password"}}}]}]}`,
@@ -49,28 +50,51 @@ func FuzzOf(f *testing.F) {
 }
 
 // FuzzParseReloadOn: never panics; every ID it returns is kind/name with a
-// known kind and a name without "/", and it reports an error exactly when
-// some non-empty entry was not of that form.
+// known kind and a name without "/"; and the list is read entry by entry:
+// the IDs are the union of what each comma-separated entry gives alone (one
+// ID, or an error), and the whole reports an error exactly when some entry
+// alone does.
 func FuzzParseReloadOn(f *testing.F) {
 	for _, seed := range []string{"secret/a, configmap/b", "Secret/A ,ConfigMap/b,", "secret/other-ns/db", "pod/x, secret/", ",,", "secret/a\tconfigmap/b", "configmap/ spaced "} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		ids, err := ParseReloadOn(s)
-		valid := 0
-		for _, part := range strings.Split(s, ",") {
-			if strings.TrimSpace(part) != "" {
-				valid++
-			}
-		}
 		for id := range ids {
 			kind, name, ok := strings.Cut(id, "/")
 			if !ok || (kind != "secret" && kind != "configmap") || name == "" || strings.Contains(name, "/") {
 				t.Fatalf("ParseReloadOn(%q) returned %q", s, id)
 			}
 		}
-		if err == nil && len(ids) > valid {
-			t.Fatalf("ParseReloadOn(%q) returned %d IDs from %d entries", s, len(ids), valid)
+		union, anyBad := map[string]bool{}, false
+		for _, part := range strings.Split(s, ",") {
+			one, oneErr := ParseReloadOn(part)
+			if oneErr != nil {
+				anyBad = true
+				continue
+			}
+			if strings.TrimSpace(part) == "" {
+				if len(one) != 0 {
+					t.Fatalf("empty entry %q gave %v", part, one)
+				}
+				continue
+			}
+			if len(one) != 1 {
+				t.Fatalf("entry %q gave %d IDs, want 1", part, len(one))
+			}
+			for id := range one {
+				kind, name, _ := strings.Cut(strings.TrimSpace(part), "/")
+				if want := strings.ToLower(strings.TrimSpace(kind)) + "/" + strings.TrimSpace(name); id != want {
+					t.Fatalf("entry %q gave %q, want %q", part, id, want)
+				}
+				union[id] = true
+			}
+		}
+		if (err != nil) != anyBad {
+			t.Fatalf("ParseReloadOn(%q): error %v, but an entry alone was bad: %t", s, err, anyBad)
+		}
+		if !maps.Equal(ids, union) {
+			t.Fatalf("ParseReloadOn(%q) = %v, but its entries alone give %v", s, ids, union)
 		}
 	})
 }
