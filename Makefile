@@ -17,7 +17,7 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all help build image controlplane run check test unit e2e soak lint bench bench-smoke clean clean-cache prometheus
+.PHONY: all help build image controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -66,7 +66,17 @@ soak:
 	COURIER_SOAK=$(SOAK) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
 
 ## lint: gofmt, go vet, staticcheck
+# The chart carries copies of the files manifests/ installs (Helm reads nothing
+# outside a chart); `make chart-files` refreshes them, lint fails when they differ.
+CHART_FILES := manifests/dashboards/courier.json manifests/guard-policy.yaml \
+	manifests/monitoring/prometheusrule.yaml manifests/monitoring/servicemonitor.yaml
+
+## chart-files: copy manifests/' guard policy, dashboard and monitoring into the Helm chart
+chart-files:
+	cp $(CHART_FILES) charts/courier/files/
+
 lint:
+	@for f in $(CHART_FILES); do cmp -s $$f charts/courier/files/$$(basename $$f) || { echo "charts/courier/files/$$(basename $$f) differs from $$f: run make chart-files" >&2; exit 1; }; done
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-ed: $$unformatted" >&2; exit 1; }
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane — etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl and kwok, plus kwok's stage
-# files — into a per-user cache shared by every clone on the machine:
+# files — and Helm (pinned below; it has its own dependency versions, so it
+# is installed from its module, not built in this one) into a per-user cache
+# shared by every clone on the machine:
 #
 #   ${COURIER_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/courier/controlplane}/<stamp>/
 #
@@ -18,7 +20,8 @@ cd "$here"
 cache="${COURIER_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/courier/controlplane}"
 stamp=$(cat go.mod go.sum etcd/main.go build.sh | sha256sum | cut -c1-12)
 out="$cache/$stamp"
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+helm=helm.sh/helm/v3/cmd/helm@v3.22.0
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 targets=(./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl sigs.k8s.io/kwok/cmd/kwok)
 
@@ -52,9 +55,27 @@ log="$tmp/build.log"
   done
 ) &
 ticker=$!
-go build -v -o "$tmp/bin/" "${targets[@]}" 2> >(grep -v '^#' >> "$log") || { cat "$log" >&2; exit 1; }
+# Stamp the Kubernetes version in, as Kubernetes' own build does: the API
+# server then reports v1.36.3, not v0.0.0-master (Helm checks a chart's
+# kubeVersion against it).
+kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+kminor=${kver#v1.}; kminor=${kminor%%.*}
+kflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kflags+=" -X $pkg.gitVersion=$kver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kminor -X $pkg.gitTreeState=clean"
+done
+go build -v -ldflags="$kflags" -o "$tmp/bin/" "${targets[@]}" 2> >(grep -v '^#' >> "$log") || { cat "$log" >&2; exit 1; }
 kill "$ticker" 2>/dev/null || true
 ticker=
+# Helm's release build stamps its version and the Kubernetes minor of its
+# client libraries (what `helm template` assumes without --kube-version).
+echo "  helm: go install $helm" >&2
+hpkg=helm.sh/helm/v3
+hflags="-X $hpkg/internal/version.version=${helm#*@} -X $hpkg/internal/version.gitTreeState=clean"
+for pkg in $hpkg/pkg/chartutil $hpkg/pkg/lint/rules; do
+  hflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=37" # helm v3.22.0 builds on k8s.io/client-go v0.37.0
+done
+GOBIN="$tmp/bin" go install -ldflags="$hflags" "$helm" >&2
 
 # kwok's "fast" stages: nodes turn Ready, pods turn Running and Ready at once.
 kwokdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)

@@ -1,0 +1,83 @@
+{{/* Where courier runs: namespace.name, or the release namespace. */}}
+{{- define "courier.namespace" -}}
+{{- .Values.namespace.name | default .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+Labels on every object: the two manifests/ put on everything (its
+kustomization's labels), then Helm's own, which e2e/helm_test.go ignores when it
+compares the chart with manifests/.
+*/}}
+{{- define "courier.labels" -}}
+app.kubernetes.io/name: courier
+app.kubernetes.io/part-of: courier
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The pods' labels and the selector of the Deployment, Service and PDB. */}}
+{{- define "courier.selectorLabels" -}}
+app.kubernetes.io/name: courier
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "courier.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ $tag }}
+{{- end -}}
+{{- end -}}
+
+{{/* courier's command-line flags from config: only those set. */}}
+{{- define "courier.args" -}}
+{{- $c := .Values.config -}}
+{{- with $c.sourceNamespaces }}
+- --source-namespaces={{ join "," . }}
+{{- end }}
+{{- with $c.excludeNamespaces }}
+- --exclude-namespaces={{ join "," . }}
+{{- end }}
+{{- if $c.reloadAll }}
+- --reload-all
+{{- end }}
+{{- with $c.reloadDebounce }}
+- --reload-debounce={{ . }}
+{{- end }}
+{{- if not (kindIs "invalid" $c.reloadQPS) }}
+- --reload-qps={{ $c.reloadQPS }}
+{{- end }}
+{{- if not (kindIs "invalid" $c.reloadBurst) }}
+- --reload-burst={{ $c.reloadBurst }}
+{{- end }}
+{{- if not $c.leaderElect }}
+- --leader-elect=false
+{{- end }}
+{{- with $c.leaseDuration }}
+- --lease-duration={{ . }}
+{{- end }}
+{{- with $c.renewDeadline }}
+- --renew-deadline={{ . }}
+{{- end }}
+{{- with $c.retryPeriod }}
+- --retry-period={{ . }}
+{{- end }}
+{{- if not (kindIs "invalid" $c.kubeAPIQPS) }}
+- --kube-api-qps={{ $c.kubeAPIQPS }}
+{{- end }}
+{{- if not (kindIs "invalid" $c.kubeAPIBurst) }}
+- --kube-api-burst={{ $c.kubeAPIBurst }}
+{{- end }}
+{{- if not (kindIs "invalid" $c.replicatorWorkers) }}
+- --replicator-workers={{ $c.replicatorWorkers }}
+{{- end }}
+{{- with $c.logLevel }}
+- --log-level={{ . }}
+{{- end }}
+{{- if $c.profiling }}
+- --profiling
+{{- end }}
+{{- end -}}
