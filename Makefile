@@ -5,7 +5,8 @@
 GO            ?= go
 # The image tag manifests/ deploy (manifests/kustomization.yaml, images:).
 VERSION       ?= 0.1.0
-IMAGE         ?= ghcr.io/courier-k8s/courier:$(VERSION)
+IMAGE_REPO    ?= ghcr.io/courier-k8s/courier
+IMAGE         ?= $(IMAGE_REPO):$(VERSION)
 # What `courier version` and courier_build_info say: VERSION and the commit
 # (with -dirty for uncommitted changes), stamped in; OUT is where build puts it.
 REVISION      ?= $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { [ -z "$$(git status --porcelain)" ] || r=$$r-dirty; echo $$r; })
@@ -17,7 +18,7 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all help build image controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
+.PHONY: all help build image release controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -29,11 +30,16 @@ help:
 build:
 	$(GO) build -trimpath -ldflags="$(LDFLAGS)" -o $(OUT) .
 
-## image: bin/courier-image.tar, an OCI image tarball of the static binary (no Docker needed); docker/podman load it
+## image: bin/courier-image.tar, the OCI image index (linux/amd64, linux/arm64) of the static binary (no Docker needed); docker/podman load it
 image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w $(LDFLAGS)" -o bin/courier-static .
-	$(GO) run ./e2e/image --binary bin/courier-static --ref $(IMAGE) --out bin/courier-image.tar
+	for arch in amd64 arm64; do CGO_ENABLED=0 GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w $(LDFLAGS)" -o bin/courier-linux-$$arch . || exit 1; done
+	cd release && $(GO) run ./image --ref $(IMAGE) --version $(VERSION) --revision $(REVISION) --out $(CURDIR)/bin/courier-image.tar \
+	  --binary linux/amd64=$(CURDIR)/bin/courier-linux-amd64 --binary linux/arm64=$(CURDIR)/bin/courier-linux-arm64
 	@echo "bin/courier-image.tar: $(IMAGE)"
+
+## release: dist/ for VERSION: image index, install.yaml and Helm chart (image pinned by digest), SBOM, binaries, SHA256SUMS
+release:
+	VERSION=$(VERSION) REVISION=$(REVISION) DIST=dist IMAGE_REPO=$(IMAGE_REPO) CONTROLPLANE="$(CONTROLPLANE)" release/release.sh
 
 ## controlplane: build etcd, kube-apiserver, controller manager, scheduler, kubectl and kwok into the shared cache (only when missing or re-pinned)
 controlplane:
@@ -52,13 +58,14 @@ test: check
 	$(MAKE) e2e
 	$(MAKE) bench-smoke
 
-## unit: unit tests with the race detector
+## unit: unit tests with the race detector (courier's packages and the release tools)
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	cd release && $(GO) test -race -count=1 ./...
 
-## e2e: the end-to-end suite against the local control plane, and the image check (e2e/image)
+## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too)
 e2e: prometheus
-	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/ ./e2e/image/
+	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
 
 ## soak: the randomized soak test for SOAK (default 10m) instead of make test's 20 s
 SOAK ?= 10m
@@ -80,8 +87,10 @@ lint:
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-ed: $$unformatted" >&2; exit 1; }
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
+	cd release && $(GO) vet ./...
 	@echo "staticcheck (built from the module proxy on first use: about a minute)" >&2
 	$(GO) run $(STATICCHECK) ./...
+	cd release && $(GO) run $(STATICCHECK) ./...
 
 ## bench: the benchmark on the full dataset (BENCHMARKS.md); about 22 minutes on 2 cores
 bench:
@@ -99,9 +108,9 @@ prometheus:
 	  echo "installing Debian's prometheus package (dashboard and alert-rule tests)" >&2; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
-## clean: remove bin/ and .run/ (the control-plane cache stays)
+## clean: remove bin/, dist/ and .run/ (the control-plane cache stays)
 clean:
-	rm -rf bin .run
+	rm -rf bin dist .run
 
 ## clean-cache: remove the control-plane cache every clone on this machine shares
 clean-cache:

@@ -50,6 +50,13 @@ func startCourier(t *testing.T, args ...string) *courierProcess {
 // in courier's namespace.
 func startCourierAs(t *testing.T, id identity, extraEnv []string, args ...string) *courierProcess {
 	t.Helper()
+	return startCourierFrom(t, env.courier, id, extraEnv, args...)
+}
+
+// startCourierFrom is startCourierAs running the courier binary bin, e.g.
+// the one a release's image holds.
+func startCourierFrom(t *testing.T, bin string, id identity, extraEnv []string, args ...string) *courierProcess {
+	t.Helper()
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,7 @@ func startCourierAs(t *testing.T, id identity, extraEnv []string, args ...string
 		"--metrics-addr=" + p.addr,
 		"--log-level=debug",
 	}
-	p.cmd = exec.Command(env.courier, append(defaults, args...)...)
+	p.cmd = exec.Command(bin, append(defaults, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// A race-enabled binary sleeps 1 s at exit by default; 100 ms is enough
 	// for late reports and keeps shutdown-time assertions meaningful.

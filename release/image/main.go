@@ -1,105 +1,143 @@
-// Command image writes courier's container image as an OCI image layout
-// tarball, without a Docker engine: one layer holding the static courier
-// binary (and /etc/passwd naming its non-root user), a config that runs it as
-// 65532:65532, and an index naming the image by --ref. `make image` runs it;
-// load the result with `docker load`, `podman load` or
-// `skopeo copy oci-archive:...`. The output is reproducible: every timestamp
-// is fixed, so one binary always gives one digest.
+// Command image writes courier's container image, without a Docker engine,
+// as a multi-platform OCI image index in an OCI layout tarball: per platform,
+// one layer holding the static courier binary (and /etc/passwd naming its
+// non-root user) and a config that runs it as 65532:65532, with the standard
+// OCI labels. `make image` and `make release` run it; load the result with
+// `docker load`, `podman load`, or push it with
+// `skopeo copy --all oci-archive:FILE docker://REGISTRY/courier:TAG`.
+//
+// It builds on go-containerregistry (the library crane and ko are built on).
+// The output is reproducible: every timestamp is fixed, so the same binaries
+// always give the same index digest, which it prints.
 package main
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
-	"runtime"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 const (
 	// User is the numeric user and group the image runs as (distroless's "nonroot").
 	User       = "65532:65532"
 	Entrypoint = "/courier"
-
-	mediaIndex    = "application/vnd.oci.image.index.v1+json"
-	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
-	mediaConfig   = "application/vnd.oci.image.config.v1+json"
-	mediaLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
+	Source     = "https://github.com/courier-k8s/courier"
+	License    = "Apache-2.0" // SPDX identifier of LICENSE
 )
 
 // epoch is every timestamp in the image, for reproducible digests.
 var epoch = time.Unix(0, 0).UTC()
 
+// Meta is what the image says about itself in its OCI labels and annotations.
+type Meta struct {
+	Version, Revision string
+}
+
+func (m Meta) labels() map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":    "courier",
+		"org.opencontainers.image.source":   Source,
+		"org.opencontainers.image.version":  m.Version,
+		"org.opencontainers.image.revision": m.Revision,
+		"org.opencontainers.image.licenses": License,
+	}
+}
+
+// platforms is a repeatable --binary os/arch=PATH flag.
+type platforms map[string]string
+
+func (p platforms) String() string { return fmt.Sprint(map[string]string(p)) }
+func (p platforms) Set(v string) error {
+	plat, path, ok := strings.Cut(v, "=")
+	if !ok || strings.Count(plat, "/") != 1 || path == "" {
+		return fmt.Errorf("%q: want os/arch=PATH, e.g. linux/arm64=bin/courier-linux-arm64", v)
+	}
+	p[plat] = path
+	return nil
+}
+
 func main() {
-	binary := flag.String("binary", "", "static courier binary to put at "+Entrypoint)
+	bins := platforms{}
+	flag.Var(bins, "binary", "os/arch=PATH: a static courier binary for that platform (repeat per platform)")
 	ref := flag.String("ref", "", "image reference, e.g. ghcr.io/courier-k8s/courier:0.1.0")
 	out := flag.String("out", "", "tarball to write")
-	arch := flag.String("arch", runtime.GOARCH, "architecture the binary is built for")
+	var meta Meta
+	flag.StringVar(&meta.Version, "version", "", "the version, for the org.opencontainers.image.version label")
+	flag.StringVar(&meta.Revision, "revision", "", "the commit, for the org.opencontainers.image.revision label")
 	flag.Parse()
-	if *binary == "" || *ref == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: image --binary PATH --ref REF --out FILE [--arch ARCH]")
+	if len(bins) == 0 || *ref == "" || *out == "" || meta.Version == "" {
+		fmt.Fprintln(os.Stderr, "usage: image --binary os/arch=PATH... --ref REF --version V [--revision R] --out FILE")
 		os.Exit(2)
 	}
-	bin, err := os.ReadFile(*binary)
-	if err == nil {
-		var tarball []byte
-		tarball, err = Build(bin, *ref, *arch)
-		if err == nil {
-			err = os.WriteFile(*out, tarball, 0o644)
-		}
-	}
+	digest, err := run(bins, *ref, meta, *out)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "image: %v\n", err)
 		os.Exit(1)
 	}
+	fmt.Println(digest)
 }
 
-// Descriptor, Manifest, Index and Config are the parts of the OCI image
-// spec this image uses.
-type Descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+func run(bins platforms, ref string, meta Meta, out string) (string, error) {
+	binaries := map[string][]byte{}
+	for plat, path := range bins {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		binaries[plat] = b
+	}
+	idx, err := Index(binaries, meta)
+	if err != nil {
+		return "", err
+	}
+	tarball, err := Archive(idx, ref)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(out, tarball, 0o644); err != nil {
+		return "", err
+	}
+	digest, err := idx.Digest()
+	return digest.String(), err
 }
 
-type Manifest struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Config        Descriptor   `json:"config"`
-	Layers        []Descriptor `json:"layers"`
+// Index returns the OCI image index of courier for each platform
+// ("linux/arm64") → static binary, in platform order.
+func Index(binaries map[string][]byte, meta Meta) (v1.ImageIndex, error) {
+	var adds []mutate.IndexAddendum
+	for _, plat := range slices.Sorted(maps.Keys(binaries)) {
+		osName, arch, _ := strings.Cut(plat, "/")
+		img, err := image(binaries[plat], osName, arch, meta)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", plat, err)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: osName, Architecture: arch},
+		}})
+	}
+	idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
+	return mutate.Annotations(idx, meta.labels()).(v1.ImageIndex), nil
 }
 
-type Index struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Manifests     []Descriptor `json:"manifests"`
-}
-
-type Config struct {
-	Created      time.Time `json:"created"`
-	Architecture string    `json:"architecture"`
-	OS           string    `json:"os"`
-	Config       struct {
-		User       string            `json:"User"`
-		Entrypoint []string          `json:"Entrypoint"`
-		Env        []string          `json:"Env"`
-		Labels     map[string]string `json:"Labels,omitempty"`
-	} `json:"config"`
-	RootFS struct {
-		Type    string   `json:"type"`
-		DiffIDs []string `json:"diff_ids"`
-	} `json:"rootfs"`
-}
-
-// Build returns the OCI layout tarball of an image running bin.
-func Build(bin []byte, ref, arch string) ([]byte, error) {
+// image is one platform's image: the layer with bin, run as User.
+func image(bin []byte, osName, arch string, meta Meta) (v1.Image, error) {
 	layerTar, err := tarOf([]file{
 		{name: "etc/", dir: true},
 		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
@@ -109,68 +147,74 @@ func Build(bin []byte, ref, arch string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-	zw.ModTime = epoch
-	if _, err := zw.Write(layerTar); err != nil {
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithMediaType(types.OCILayer))
+	if err != nil {
 		return nil, err
 	}
-	if err := zw.Close(); err != nil {
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
+		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "courier release/image"}})
+	if err != nil {
 		return nil, err
 	}
-	layer := gz.Bytes()
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.OS, cfg.Architecture = osName, arch
+	cfg.Config = v1.Config{
+		User:       User,
+		Entrypoint: []string{Entrypoint},
+		Env:        []string{"PATH=/"},
+		Labels:     meta.labels(),
+	}
+	img, err = mutate.ConfigFile(img, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, meta.labels()).(v1.Image), nil
+}
 
-	var cfg Config
-	cfg.Created, cfg.Architecture, cfg.OS = epoch, arch, "linux"
-	cfg.Config.User = User
-	cfg.Config.Entrypoint = []string{Entrypoint}
-	cfg.Config.Env = []string{"PATH=/"}
-	cfg.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":  "courier",
-		"org.opencontainers.image.source": "https://github.com/courier-k8s/courier",
-		// SPDX identifier of LICENSE.
-		"org.opencontainers.image.licenses": "Apache-2.0",
-	}
-	cfg.RootFS.Type = "layers"
-	cfg.RootFS.DiffIDs = []string{digest(layerTar)}
-	cfgJSON, err := json.Marshal(cfg)
+// Archive returns the OCI layout tarball holding idx, named ref (in the
+// annotations docker, containerd, podman and skopeo read).
+func Archive(idx v1.ImageIndex, ref string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "courier-image-")
 	if err != nil {
 		return nil, err
 	}
-	manifest, err := json.Marshal(Manifest{
-		SchemaVersion: 2, MediaType: mediaManifest,
-		Config: describe(mediaConfig, cfgJSON),
-		Layers: []Descriptor{describe(mediaLayer, layer)},
-	})
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return nil, err
 	}
-	md := describe(mediaManifest, manifest)
-	md.Annotations = map[string]string{
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": ref,
 		"io.containerd.image.name":          ref,
-	}
-	index, err := json.Marshal(Index{SchemaVersion: 2, MediaType: mediaIndex, Manifests: []Descriptor{md}})
-	if err != nil {
+	})); err != nil {
 		return nil, err
 	}
-	// manifest.json lets older `docker load` read the same tarball.
-	dockerManifest, err := json.Marshal([]map[string]any{{
-		"Config": blobPath(cfgJSON), "RepoTags": []string{ref}, "Layers": []string{blobPath(layer)},
-	}})
-	if err != nil {
-		return nil, err
-	}
-	return tarOf([]file{
-		{name: "oci-layout", mode: 0o644, data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{name: "index.json", mode: 0o644, data: index},
-		{name: "manifest.json", mode: 0o644, data: dockerManifest},
-		{name: "blobs/", dir: true},
-		{name: "blobs/sha256/", dir: true},
-		{name: blobPath(layer), mode: 0o644, data: layer},
-		{name: blobPath(cfgJSON), mode: 0o644, data: cfgJSON},
-		{name: blobPath(manifest), mode: 0o644, data: manifest},
+	var files []file
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		name, _ := filepath.Rel(dir, path)
+		if d.IsDir() {
+			files = append(files, file{name: filepath.ToSlash(name) + "/", dir: true})
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		files = append(files, file{name: filepath.ToSlash(name), mode: 0o644, data: b})
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return tarOf(files) // WalkDir's lexical order: the same files give the same bytes
 }
 
 type file struct {
@@ -200,15 +244,4 @@ func tarOf(files []file) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func blobPath(b []byte) string { return "blobs/sha256/" + strings.TrimPrefix(digest(b), "sha256:") }
-
-func describe(mediaType string, b []byte) Descriptor {
-	return Descriptor{MediaType: mediaType, Digest: digest(b), Size: int64(len(b))}
 }

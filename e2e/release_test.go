@@ -1,0 +1,362 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	releaseVersion  = "0.0.0-e2e"
+	releaseRevision = "e2e0revision"
+	releaseRepo     = "registry.example/courier"
+)
+
+// The parts of the OCI image layout the release check reads, by hand, so
+// that the writer (release/image, on go-containerregistry) is checked by
+// an independent reader.
+type ociDescriptor struct {
+	MediaType string `json:"mediaType"`
+	Digest    string `json:"digest"`
+	Size      int64  `json:"size"`
+	Platform  *struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+	} `json:"platform"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type ociIndex struct {
+	MediaType   string            `json:"mediaType"`
+	Manifests   []ociDescriptor   `json:"manifests"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type ociManifest struct {
+	Config ociDescriptor   `json:"config"`
+	Layers []ociDescriptor `json:"layers"`
+}
+
+type ociConfig struct {
+	OS           string `json:"os"`
+	Architecture string `json:"architecture"`
+	Config       struct {
+		User   string            `json:"User"`
+		Labels map[string]string `json:"Labels"`
+	} `json:"config"`
+}
+
+// tarFiles returns a tarball's regular files by name.
+func tarFiles(t *testing.T, r io.Reader) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if files[h.Name], err = io.ReadAll(tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ociBlob is the blob d names in an OCI layout, decoded into v (nil: raw);
+// its digest and size are checked.
+func ociBlob(t *testing.T, layout map[string][]byte, d ociDescriptor, v any) []byte {
+	t.Helper()
+	b, ok := layout["blobs/sha256/"+strings.TrimPrefix(d.Digest, "sha256:")]
+	if !ok || int64(len(b)) != d.Size || "sha256:"+sha256Hex(b) != d.Digest {
+		t.Fatalf("blob %s: present %v, %d bytes (descriptor says %d), sha256:%s", d.Digest, ok, len(b), d.Size, sha256Hex(b))
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("blob %s: %v", d.Digest, err)
+		}
+	}
+	return b
+}
+
+// imageBinaries reads the release's image index: its digest, and per
+// platform ("linux/arm64") the /courier of that platform's layer and its config.
+func imageBinaries(t *testing.T, tarball string) (string, map[string][]byte, map[string]ociConfig) {
+	t.Helper()
+	f, err := os.Open(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	layout := tarFiles(t, f)
+	var top ociIndex
+	if err := json.Unmarshal(layout["index.json"], &top); err != nil || len(top.Manifests) != 1 {
+		t.Fatalf("index.json: %v, %+v", err, top)
+	}
+	if got, want := top.Manifests[0].Annotations["org.opencontainers.image.ref.name"], releaseRepo+":"+releaseVersion; got != want {
+		t.Errorf("the image is named %q, want %q", got, want)
+	}
+	var index ociIndex
+	ociBlob(t, layout, top.Manifests[0], &index)
+	if index.MediaType != "application/vnd.oci.image.index.v1+json" {
+		t.Errorf("the image is a %q, want an OCI image index", index.MediaType)
+	}
+	bins, configs := map[string][]byte{}, map[string]ociConfig{}
+	for _, d := range index.Manifests {
+		if d.Platform == nil {
+			t.Fatalf("manifest %s names no platform", d.Digest)
+		}
+		plat := d.Platform.OS + "/" + d.Platform.Architecture
+		var m ociManifest
+		ociBlob(t, layout, d, &m)
+		var cfg ociConfig
+		ociBlob(t, layout, m.Config, &cfg)
+		if len(m.Layers) != 1 {
+			t.Fatalf("%s: %d layers, want 1", plat, len(m.Layers))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(ociBlob(t, layout, m.Layers[0], nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins[plat], configs[plat] = tarFiles(t, zr)["courier"], cfg
+	}
+	return top.Manifests[0].Digest, bins, configs
+}
+
+// TestReleaseFilesInstallAndRun runs what `make release` runs (twice: the
+// same commit gives the same files) and installs courier from those files
+// alone, as a user would: every file is in SHA256SUMS with its sum; the image index holds an amd64 and an arm64
+// courier (checked as ELF, and the amd64 one run), labelled with the
+// version and commit; the SBOM lists the binary's Go modules; install.yaml
+// and the chart pin the image by the index's digest; `kubectl apply -f
+// install.yaml` and `helm install ./courier-X.tgz` each give a courier that,
+// run from the image's binary as the installed ServiceAccount with the
+// installed flags, leads and replicates.
+func TestReleaseFilesInstallAndRun(t *testing.T) {
+	ctx := t.Context()
+	release := func() string {
+		dist := t.TempDir()
+		rel := exec.CommandContext(ctx, filepath.Join(env.root, "release/release.sh"))
+		rel.Dir = env.root
+		rel.Env = append(os.Environ(), "VERSION="+releaseVersion, "REVISION="+releaseRevision, "DIST="+dist,
+			"IMAGE_REPO="+releaseRepo, "CONTROLPLANE="+env.binDir)
+		start := time.Now()
+		if out, err := rel.CombinedOutput(); err != nil {
+			t.Fatalf("release/release.sh: %v\n%s", err, out)
+		}
+		t.Logf("release/release.sh: %s", time.Since(start).Round(time.Second))
+		return dist
+	}
+	dist := release()
+
+	// SHA256SUMS names every other file, with its sum; a second release of
+	// the same commit gives the same files.
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.ReadFile(filepath.Join(release(), "SHA256SUMS")); err != nil || !bytes.Equal(again, sums) {
+		t.Errorf("a second release of the same commit differs (%v):\n%s\nthe first:\n%s", err, again, sums)
+	}
+	listed := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(sums))
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		b, err := os.ReadFile(filepath.Join(dist, name))
+		if !ok || err != nil || sha256Hex(b) != sum {
+			t.Errorf("SHA256SUMS line %q: %v", sc.Text(), err)
+		}
+		listed[name] = true
+	}
+	entries, _ := os.ReadDir(dist)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if !listed[e.Name()] && e.Name() != "SHA256SUMS" {
+			t.Errorf("%s is not in SHA256SUMS", e.Name())
+		}
+	}
+	want := []string{"SHA256SUMS", "courier-" + releaseVersion + ".cdx.json", "courier-" + releaseVersion + ".tgz"}
+	for _, p := range []string{"darwin-amd64", "darwin-arm64", "linux-amd64", "linux-arm64"} {
+		want = append(want, "courier-"+releaseVersion+"-"+p)
+	}
+	want = append(want, "courier-image-"+releaseVersion+".oci.tar", "install.yaml")
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("dist holds %v, want %v", names, want)
+	}
+
+	// The image index: two platforms, each its own binary, labelled.
+	digest, bins, configs := imageBinaries(t, filepath.Join(dist, "courier-image-"+releaseVersion+".oci.tar"))
+	machines := map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}
+	if len(bins) != len(machines) {
+		t.Errorf("the index holds platforms %v, want linux/amd64 and linux/arm64", slices.Collect(maps.Keys(bins)))
+	}
+	for plat, machine := range machines {
+		f, err := elf.NewFile(bytes.NewReader(bins[plat]))
+		if err != nil {
+			t.Fatalf("%s: /courier is not an ELF file: %v", plat, err)
+		}
+		if f.Machine != machine || slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+			t.Errorf("%s: /courier is an ELF for %s (dynamically linked: %v), want a static %s", plat, f.Machine,
+				slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }), machine)
+		}
+		shipped, _ := os.ReadFile(filepath.Join(dist, "courier-"+releaseVersion+"-"+strings.ReplaceAll(plat, "/", "-")))
+		if !bytes.Equal(bins[plat], shipped) {
+			t.Errorf("%s: the image's /courier differs from the released binary", plat)
+		}
+		cfg := configs[plat]
+		if cfg.OS+"/"+cfg.Architecture != plat || cfg.Config.User != "65532:65532" ||
+			cfg.Config.Labels["org.opencontainers.image.version"] != releaseVersion ||
+			cfg.Config.Labels["org.opencontainers.image.revision"] != releaseRevision ||
+			cfg.Config.Labels["org.opencontainers.image.licenses"] != "Apache-2.0" ||
+			cfg.Config.Labels["org.opencontainers.image.source"] != "https://github.com/courier-k8s/courier" {
+			t.Errorf("%s: config %+v", plat, cfg)
+		}
+	}
+	courierBin := filepath.Join(t.TempDir(), "courier")
+	if err := os.WriteFile(courierBin, bins["linux/amd64"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(courierBin, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "--source-namespaces") {
+		t.Errorf("the image's courier --help: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(courierBin, "version").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), releaseVersion) || !strings.Contains(string(out), releaseRevision) {
+		t.Errorf("the image's courier version: %v\n%s, want %s and %s", err, out, releaseVersion, releaseRevision)
+	}
+
+	// The SBOM lists every Go module the binary holds, at its version.
+	var sbom struct {
+		BOMFormat  string `json:"bomFormat"`
+		Components []struct {
+			Name, Version, PURL string
+		} `json:"components"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dist, "courier-"+releaseVersion+".cdx.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &sbom)
+	}
+	if err != nil || sbom.BOMFormat != "CycloneDX" {
+		t.Fatalf("SBOM: %v, format %q", err, sbom.BOMFormat)
+	}
+	bi, err := buildinfo.ReadFile(courierBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSBOM := map[string]bool{}
+	for _, c := range sbom.Components {
+		inSBOM[c.Name+"@"+c.Version] = true
+	}
+	for _, d := range bi.Deps {
+		if !inSBOM[d.Path+"@"+d.Version] {
+			t.Errorf("the SBOM lacks %s@%s, which the binary holds", d.Path, d.Version)
+		}
+	}
+	if len(bi.Deps) < 10 {
+		t.Errorf("the binary names only %d modules", len(bi.Deps))
+	}
+
+	pinned := releaseRepo + "@" + digest
+
+	// kubectl apply -f install.yaml.
+	courierIdentity().revokeCluster(ctx)
+	t.Cleanup(func() {
+		if err := courierIdentity().grantCluster(context.Background()); err != nil {
+			t.Errorf("restore courier's RBAC: %v", err)
+		}
+	})
+	install := filepath.Join(dist, "install.yaml")
+	if out, err := kubectl(ctx, "apply", "-f", install); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("kubectl apply -f install.yaml:\n%s", out)
+	}
+	runInstalled(t, courierBin, installNamespace, pinned)
+	if out, err := kubectl(ctx, "delete", "-f", install, "--wait=true", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl delete -f install.yaml: %v\n%s", err, out)
+	}
+
+	// helm install ./courier-X.tgz, into a namespace of the test's choosing.
+	chart := filepath.Join(dist, "courier-"+releaseVersion+".tgz")
+	out, err := helm(t, "show", "chart", chart)
+	if err != nil || !strings.Contains(string(out), "appVersion: "+releaseVersion) || !strings.Contains(string(out), "version: "+releaseVersion) {
+		t.Errorf("helm show chart: %v\n%s", err, out)
+	}
+	ns := "courier-rel-" + testID()
+	t.Cleanup(func() {
+		if _, err := helm(t, "status", "courier", "--namespace=default"); err == nil {
+			_, _ = helm(t, "uninstall", "courier", "--namespace=default", "--wait", "--timeout=90s")
+		}
+	})
+	if out, err := helm(t, "install", "courier", chart, "--namespace=default", "--wait", "--timeout=120s", "--set=namespace.name="+ns); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("helm install %s:\n%s", filepath.Base(chart), out)
+	}
+	runInstalled(t, courierBin, ns, pinned)
+	if out, err := helm(t, "uninstall", "courier", "--namespace=default", "--wait", "--timeout=120s"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+}
+
+// runInstalled checks the Deployment an install made in ns (two available
+// pods of image) and runs bin as that install's ServiceAccount with the
+// Deployment's flags: it leads and replicates a Secret.
+func runInstalled(t *testing.T, bin, ns, image string) {
+	t.Helper()
+	ctx := t.Context()
+	eventually(t, 60*time.Second, "Deployment "+ns+"/courier has 2 available replicas", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, "courier", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && d.Status.AvailableReplicas == 2 && d.Status.UpdatedReplicas == 2, err
+	})
+	dep, err := admin().AppsV1().Deployments(ns).Get(ctx, "courier", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != image {
+		t.Errorf("%s/courier runs image %q, want %q (pinned by digest)", ns, c.Image, image)
+	}
+	id := testID()
+	src := newNamespace(t, "src", nil)
+	dst := newNamespace(t, "dst", map[string]string{"test": id})
+	args := append(append([]string{"--namespace=" + ns}, c.Args...), "--source-namespaces="+src)
+	p := startCourierFrom(t, bin, identity{sa: "courier", namespace: ns}, nil, args...)
+	p.WaitReady(ctx)
+	p.WaitLeader(ctx)
+	createSecret(t, src, "db", withAnnotation(keyReplicateTo, "test="+id), withData("k", "v1"))
+	eventually(t, converge, "replica in "+dst, secretIn(dst, "db", map[string][]byte{"k": []byte("v1")}))
+	p.Stop()
+}
