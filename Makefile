@@ -18,7 +18,7 @@ UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
 
-.PHONY: all help build image release controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
+.PHONY: all help build image release test-compat controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -66,6 +66,10 @@ unit:
 ## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too)
 e2e: prometheus
 	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
+
+## test-compat: the end-to-end suite on the oldest Kubernetes minor courier supports (1.30), built like the main control plane
+test-compat: prometheus
+	COURIER_CONTROLPLANE_BIN="$$(e2e/tools/build-compat.sh)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
 
 ## soak: the randomized soak test for SOAK (default 10m) instead of make test's 20 s
 SOAK ?= 10m

@@ -93,7 +93,12 @@ func runMain(m *testing.M) int {
 	env.cluster = c
 	env.binDir = binDir
 	started.Store(c)
-	fmt.Fprintf(os.Stderr, "e2e: control plane ready in %s\n", time.Since(start).Round(time.Millisecond))
+	sv, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "the API server's version: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: Kubernetes %s control plane ready in %s\n", sv.GitVersion, time.Since(start).Round(time.Millisecond))
 
 	// Every courier runs as its ServiceAccount with the RBAC of manifests/.
 	objs, err := renderManifests(ctx, "manifests")
