@@ -7,6 +7,8 @@ GO            ?= go
 VERSION       ?= 0.1.0
 IMAGE_REPO    ?= ghcr.io/courier-k8s/courier
 IMAGE         ?= $(IMAGE_REPO):$(VERSION)
+# Where `make release` writes.
+DIST          ?= dist
 # What `courier version` and courier_build_info say: VERSION and the commit
 # (with -dirty for uncommitted changes), stamped in; OUT is where build puts it.
 REVISION      ?= $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { [ -z "$$(git status --porcelain)" ] || r=$$r-dirty; echo $$r; })
@@ -37,9 +39,9 @@ image:
 	  --binary linux/amd64=$(CURDIR)/bin/courier-linux-amd64 --binary linux/arm64=$(CURDIR)/bin/courier-linux-arm64
 	@echo "bin/courier-image.tar: $(IMAGE)"
 
-## release: dist/ for VERSION: image index, install.yaml and Helm chart (image pinned by digest), SBOM, binaries, SHA256SUMS
+## release: DIST (dist/) for VERSION: image index, install.yaml and Helm chart (image pinned by digest), SBOM, binaries, SHA256SUMS
 release:
-	VERSION=$(VERSION) REVISION=$(REVISION) DIST=dist IMAGE_REPO=$(IMAGE_REPO) CONTROLPLANE="$(CONTROLPLANE)" release/release.sh
+	VERSION=$(VERSION) REVISION=$(REVISION) DIST=$(DIST) IMAGE_REPO=$(IMAGE_REPO) CONTROLPLANE="$(CONTROLPLANE)" release/release.sh
 
 ## controlplane: build etcd, kube-apiserver, controller manager, scheduler, kubectl and kwok into the shared cache (only when missing or re-pinned)
 controlplane:

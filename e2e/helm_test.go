@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -195,6 +196,20 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 			{"spec", "template", "metadata", "labels", "team"}} {
 			if v, ok, _ := unstructured.NestedFieldNoCopy(d, p...); !ok || v == nil {
 				t.Errorf("Deployment lacks %s", strings.Join(p, "."))
+			}
+		}
+		// Numbers from a values file reach templates as float64: large ones
+		// must still be plain integers on the command line, not 1e+06.
+		file := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(file, []byte("config:\n  kubeAPIBurst: 1000000\n  replicatorWorkers: 16\n  reloadBurst: 2000000\n  reloadQPS: 1000000\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		big := helmTemplate(t, "-f", file)["Deployment/courier-system/courier"]
+		bigArgs, _, _ := unstructured.NestedSlice(big, "spec", "template", "spec", "containers")
+		got := fmt.Sprint(bigArgs[0].(map[string]any)["args"])
+		for _, a := range []string{"--kube-api-burst=1000000", "--replicator-workers=16", "--reload-burst=2000000"} {
+			if !strings.Contains(got, a) {
+				t.Errorf("values file with large integers: args %s lack %s", got, a)
 			}
 		}
 		for key := range objs {

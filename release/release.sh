@@ -12,7 +12,8 @@
 # Environment: VERSION (required), REVISION (the commit), DIST (default
 # dist), IMAGE_REPO (default ghcr.io/courier-k8s/courier), CONTROLPLANE (the
 # directory holding helm and kubectl; default: built by e2e/tools/build.sh).
-# The same commit gives the same files, byte for byte.
+# The same commit built with the same Go release gives the same files, byte
+# for byte (whatever the machine's GOFLAGS, GOAMD64 or umask).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,7 +34,8 @@ trap 'rm -rf "$work"' EXIT
 ldflags="-s -w -X github.com/courier-k8s/courier/internal/version.version=$VERSION -X github.com/courier-k8s/courier/internal/version.revision=$REVISION"
 for plat in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   echo "release: go build $plat" >&2
-  CGO_ENABLED=0 GOOS=${plat%/*} GOARCH=${plat#*/} go build -trimpath -ldflags="$ldflags" \
+  CGO_ENABLED=0 GOOS=${plat%/*} GOARCH=${plat#*/} GOAMD64=v1 GOARM64=v8.0 GOFLAGS= \
+    go build -trimpath -buildvcs=false -ldflags="$ldflags" \
     -o "$DIST/courier-$VERSION-${plat%/*}-${plat#*/}" .
 done
 
@@ -74,7 +76,8 @@ HOME=$work HELM_CACHE_HOME=$work/helm HELM_CONFIG_HOME=$work/helm HELM_DATA_HOME
 mtime=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 mkdir "$work/unpacked"
 tar -xzf "$work/pkg/courier-$VERSION.tgz" -C "$work/unpacked"
-tar -C "$work/unpacked" --sort=name --mtime="@$mtime" --owner=0 --group=0 --numeric-owner --format=ustar -cf - courier |
+tar -C "$work/unpacked" --sort=name --mtime="@$mtime" --mode=u=rwX,go=rX --owner=0 --group=0 --numeric-owner \
+  --format=ustar -cf - courier |
   gzip -9n >"$DIST/courier-$VERSION.tgz"
 
 (cd "$DIST" && sha256sum courier-* install.yaml >SHA256SUMS)

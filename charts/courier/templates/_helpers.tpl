@@ -51,7 +51,7 @@ app.kubernetes.io/component: controller
 - --reload-qps={{ $c.reloadQPS }}
 {{- end }}
 {{- if not (kindIs "invalid" $c.reloadBurst) }}
-- --reload-burst={{ $c.reloadBurst }}
+- --reload-burst={{ $c.reloadBurst | int64 }}
 {{- end }}
 {{- if not $c.leaderElect }}
 - --leader-elect=false
@@ -69,10 +69,10 @@ app.kubernetes.io/component: controller
 - --kube-api-qps={{ $c.kubeAPIQPS }}
 {{- end }}
 {{- if not (kindIs "invalid" $c.kubeAPIBurst) }}
-- --kube-api-burst={{ $c.kubeAPIBurst }}
+- --kube-api-burst={{ $c.kubeAPIBurst | int64 }}
 {{- end }}
 {{- if not (kindIs "invalid" $c.replicatorWorkers) }}
-- --replicator-workers={{ $c.replicatorWorkers }}
+- --replicator-workers={{ $c.replicatorWorkers | int64 }}
 {{- end }}
 {{- with $c.logLevel }}
 - --log-level={{ . }}
