@@ -350,10 +350,7 @@ func TestInstallIntoAnotherNamespace(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_, _ = kubectl(context.Background(), "delete", "-k", overlay, "--wait=true", "--timeout=90s")
-		// The overlay's ClusterRole and binding are the ones every other test's courier runs with.
-		if err := courierIdentity().grantCluster(context.Background()); err != nil {
-			t.Errorf("restore courier's RBAC: %v", err)
-		}
+		restoreSuiteRBAC(t) // the overlay's ClusterRole and binding are the suite's
 	})
 	if out, err := kubectl(ctx, "apply", "-k", overlay); err != nil {
 		t.Fatalf("kubectl apply -k %s: %v\n%s", overlay, err, out)

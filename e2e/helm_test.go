@@ -47,6 +47,16 @@ func helm(t *testing.T, args ...string) ([]byte, error) {
 	return out, nil
 }
 
+// uninstallAtEnd uninstalls the test's Helm release courier (in default),
+// if it is still there when the test ends.
+func uninstallAtEnd(t *testing.T) {
+	t.Cleanup(func() {
+		if _, err := helm(t, "status", "courier", "--namespace=default"); err == nil {
+			_, _ = helm(t, "uninstall", "courier", "--namespace=default", "--wait", "--timeout=90s")
+		}
+	})
+}
+
 // decodeObjects splits a YAML stream into objects keyed kind/namespace/name.
 func decodeObjects(t *testing.T, raw []byte) map[string]map[string]any {
 	t.Helper()
@@ -274,14 +284,8 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	// The suite's courier identity holds ClusterRole courier; the chart brings
 	// its own, bound to its namespace's ServiceAccount. Restore the suite's at the end.
 	courierIdentity().revokeCluster(ctx)
-	t.Cleanup(func() {
-		if _, err := helm(t, "status", "courier", "--namespace=default"); err == nil {
-			_, _ = helm(t, "uninstall", "courier", "--namespace=default", "--wait", "--timeout=90s")
-		}
-		if err := courierIdentity().grantCluster(context.Background()); err != nil {
-			t.Errorf("restore courier's RBAC: %v", err)
-		}
-	})
+	t.Cleanup(func() { restoreSuiteRBAC(t) })
+	uninstallAtEnd(t)
 	src := newNamespace(t, "src", map[string]string{"test": id})
 	dst := newNamespace(t, "dst", map[string]string{"test": id})
 

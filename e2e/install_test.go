@@ -20,12 +20,7 @@ import (
 // nothing and `kubectl delete -k manifests/` removes it all.
 func TestKubectlApplyInstallsCourier(t *testing.T) {
 	ctx := t.Context()
-	t.Cleanup(func() {
-		// Uninstalling removed courier's ClusterRole, which every other test's courier runs with.
-		if err := courierIdentity().grantCluster(context.Background()); err != nil {
-			t.Errorf("restore courier's RBAC: %v", err)
-		}
-	})
+	t.Cleanup(func() { restoreSuiteRBAC(t) }) // uninstalling removes ClusterRole courier
 	out, err := kubectl(ctx, "apply", "-k", "manifests/")
 	if err != nil {
 		t.Fatal(err)

@@ -147,6 +147,15 @@ func (id identity) revokeCluster(ctx context.Context) {
 	_ = admin().RbacV1().ClusterRoles().Delete(ctx, id.sa, metav1.DeleteOptions{})
 }
 
+// restoreSuiteRBAC grants the suite's courier identity its ClusterRole
+// again, for a test whose install replaced or removed it (ClusterRole
+// courier, which every other test's courier runs with).
+func restoreSuiteRBAC(t *testing.T) {
+	if err := courierIdentity().grantCluster(context.Background()); err != nil {
+		t.Errorf("restore courier's RBAC: %v", err)
+	}
+}
+
 // grantLeader creates id's leader Role and RoleBinding in ns (courier's
 // own namespace, where its Lease lives); nothing for an identity without
 // leader rules (one whose RBAC the test installs another way).

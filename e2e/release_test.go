@@ -224,9 +224,9 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: /courier is not an ELF file: %v", plat, err)
 		}
-		if f.Machine != machine || slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
-			t.Errorf("%s: /courier is an ELF for %s (dynamically linked: %v), want a static %s", plat, f.Machine,
-				slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }), machine)
+		dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+		if f.Machine != machine || dynamic {
+			t.Errorf("%s: /courier is an ELF for %s (dynamically linked: %v), want a static %s", plat, f.Machine, dynamic, machine)
 		}
 		shipped, _ := os.ReadFile(filepath.Join(dist, "courier-"+releaseVersion+"-"+strings.ReplaceAll(plat, "/", "-")))
 		if !bytes.Equal(bins[plat], shipped) {
@@ -288,11 +288,7 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 
 	// kubectl apply -f install.yaml.
 	courierIdentity().revokeCluster(ctx)
-	t.Cleanup(func() {
-		if err := courierIdentity().grantCluster(context.Background()); err != nil {
-			t.Errorf("restore courier's RBAC: %v", err)
-		}
-	})
+	t.Cleanup(func() { restoreSuiteRBAC(t) })
 	install := filepath.Join(dist, "install.yaml")
 	if out, err := kubectl(ctx, "apply", "-f", install); err != nil {
 		t.Fatal(err)
@@ -313,11 +309,7 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 		}
 	}
 	ns := "courier-rel-" + testID()
-	t.Cleanup(func() {
-		if _, err := helm(t, "status", "courier", "--namespace=default"); err == nil {
-			_, _ = helm(t, "uninstall", "courier", "--namespace=default", "--wait", "--timeout=90s")
-		}
-	})
+	uninstallAtEnd(t)
 	if out, err := helm(t, "install", "courier", chart, "--namespace=default", "--wait", "--timeout=120s", "--set=namespace.name="+ns); err != nil {
 		t.Fatal(err)
 	} else {
