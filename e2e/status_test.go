@@ -27,6 +27,23 @@ func courierStatus(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// statusOf runs `courier status -o json` with s's flags and returns the
+// source named name in s's source namespace.
+func statusOf(t *testing.T, s replicationSetup, name string) *status.Source {
+	t.Helper()
+	var r status.Report
+	if err := json.Unmarshal([]byte(courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "-o", "json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.Sources {
+		if r.Sources[i].Ref() == s.src+"/"+name {
+			return &r.Sources[i]
+		}
+	}
+	t.Fatalf("source %s/%s missing from %+v", s.src, name, r)
+	return nil
+}
+
 // TestStatusReportsEverySourceAndItsConsumers builds a cluster with a
 // source in sync in two namespaces, blocked in a third, missing in a fourth
 // (created while courier is down) and a consuming Deployment that was
@@ -48,19 +65,7 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 	s.courier.Stop()
 	missing := s.target(t, "missing", nil)
 
-	var r status.Report
-	if err := json.Unmarshal([]byte(courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "-o", "json")), &r); err != nil {
-		t.Fatal(err)
-	}
-	var got *status.Source
-	for i := range r.Sources {
-		if r.Sources[i].Ref() == s.src+"/app-config" {
-			got = &r.Sources[i]
-		}
-	}
-	if got == nil {
-		t.Fatalf("source %s/app-config missing from %+v", s.src, r)
-	}
+	got := statusOf(t, s, "app-config")
 	if got.Kind != "Secret" || got.Selector != "test="+s.id || got.Problem != "" ||
 		got.Targets != 4 || got.InSync != 2 || got.Conflict != 1 || got.Error != 1 {
 		t.Errorf("source: %+v; want Secret, 4 targets (%s %s %s %s), 2 in sync, 1 conflict, 1 error", *got, a, b, blocked, missing)

@@ -24,6 +24,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
 )
@@ -196,8 +197,10 @@ func (c *Controller) syncFailed(k key, err error) {
 	}
 }
 
-// hash is the content hash of a source, computed once per resourceVersion.
-func (c *Controller) hash(src *item) string {
+// hash is the content hash of what a source's replicas hold (spec says
+// which keys: it is read from the same version of the source), computed once
+// per resourceVersion.
+func (c *Controller) hash(src *item, spec source.Spec) string {
 	uid, rv := src.meta.GetUID(), src.meta.GetResourceVersion()
 	c.mu.Lock()
 	h, ok := c.hashes[uid]
@@ -205,7 +208,7 @@ func (c *Controller) hash(src *item) string {
 	if ok && h.resourceVersion == rv {
 		return h.hash
 	}
-	sum := content.Hash(src.entries())
+	sum := content.Hash(spec.Entries(src.entries()))
 	c.mu.Lock()
 	c.hashes[uid] = cachedHash{rv, sum}
 	c.mu.Unlock()
@@ -303,8 +306,16 @@ func sourceRelevantChange(oldObj, newObj any) bool {
 }
 
 func courierMetaChanged(o, n metav1.Object) bool {
-	return o.GetAnnotations()[wellknown.ReplicateTo] != n.GetAnnotations()[wellknown.ReplicateTo] ||
-		o.GetLabels()[wellknown.Protect] != n.GetLabels()[wellknown.Protect] ||
+	oa, na := o.GetAnnotations(), n.GetAnnotations()
+	for _, k := range []string{wellknown.ReplicateTo, wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations} {
+		if oa[k] != na[k] {
+			return true
+		}
+	}
+	if spec, err := source.Parse(na); err == nil && spec.Copied(o.GetLabels(), oa).Encode() != spec.Copied(n.GetLabels(), na).Encode() {
+		return true // a copied label or annotation changed
+	}
+	return o.GetLabels()[wellknown.Protect] != n.GetLabels()[wellknown.Protect] ||
 		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		content.IsDigested(o) != content.IsDigested(n)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Operations in courier_replicator_writes_total.
@@ -18,6 +19,7 @@ const (
 
 type replicatorMetrics struct {
 	writes, conflicts, reverts, syncErrors, invalidSelectors *prometheus.CounterVec
+	invalidAnnotations                                       *prometheus.CounterVec
 	latency                                                  *prometheus.HistogramVec
 }
 
@@ -34,16 +36,19 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 			Help: "Syncs that failed and were retried with backoff, by kind."}, []string{"kind"}),
 		invalidSelectors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "invalid_selectors_total",
 			Help: "Times a source's courier.dev/replicate-to was found not to be a valid selector."}, []string{"kind"}),
+		invalidAnnotations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "invalid_annotations_total",
+			Help: "Times a source's courier.dev/replicate-keys, copy-labels or copy-annotations was found invalid, by kind and annotation."}, []string{"kind", "annotation"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "replication_latency_seconds",
 			Help:    "Time from seeing a source change to writing a replica for it.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"kind"}),
 	}
-	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.latency, stateCollector{states})
+	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.invalidAnnotations, m.latency, stateCollector{states})
 	kinds := []string{kindSecret, kindConfigMap}
 	metrics.Zero(m.writes, kinds, []string{opCreate, opUpdate, opDelete, opRecreate})
 	for _, v := range []*prometheus.CounterVec{m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors} {
 		metrics.Zero(v, kinds)
 	}
+	metrics.Zero(m.invalidAnnotations, kinds, []string{wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations})
 	return m
 }
 

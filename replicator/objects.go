@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -33,14 +34,29 @@ type item struct {
 
 func (i *item) ref() string { return i.meta.GetNamespace() + "/" + i.meta.GetName() }
 
+// has reports whether the object holds key.
+func (i *item) has(key string) bool {
+	switch o := i.obj.(type) {
+	case *corev1.Secret:
+		_, ok := o.Data[key]
+		return ok
+	case *corev1.ConfigMap:
+		_, ok := o.Data[key]
+		_, bin := o.BinaryData[key]
+		return ok || bin
+	}
+	return false
+}
+
 // objects is one kind as the replicator sees it: cache reads through the
 // informer's indexer, and the writes.
 type objects struct {
 	kind    string
 	indexer cache.Indexer
 	wrap    func(obj any) *item
-	// replica builds the replica of src with metadata m.
-	replica func(src *item, m metav1.ObjectMeta) runtime.Object
+	// replica builds the replica of src holding the keys spec says, with
+	// metadata m.
+	replica func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object
 	create  func(ctx context.Context, obj runtime.Object) error
 	update  func(ctx context.Context, obj runtime.Object) error
 	delete  func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
@@ -81,9 +97,9 @@ func newSecrets(client kubernetes.Interface, indexer cache.Indexer) *objects {
 			s := obj.(*corev1.Secret)
 			return &item{obj: s, meta: s, typ: s.Type, immutable: isTrue(s.Immutable), entries: func() []content.Entry { return content.SecretEntries(s) }}
 		},
-		replica: func(src *item, m metav1.ObjectMeta) runtime.Object {
+		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			s := src.obj.(*corev1.Secret)
-			return &corev1.Secret{ObjectMeta: m, Type: s.Type, Data: s.Data, Immutable: s.Immutable}
+			return &corev1.Secret{ObjectMeta: m, Type: s.Type, Data: spec.SecretData(s.Data), Immutable: s.Immutable}
 		},
 		create: func(ctx context.Context, obj runtime.Object) error {
 			s := obj.(*corev1.Secret)
@@ -116,9 +132,9 @@ func newConfigMaps(client kubernetes.Interface, indexer cache.Indexer) *objects 
 			cm := obj.(*corev1.ConfigMap)
 			return &item{obj: cm, meta: cm, immutable: isTrue(cm.Immutable), entries: func() []content.Entry { return content.ConfigMapEntries(cm) }}
 		},
-		replica: func(src *item, m metav1.ObjectMeta) runtime.Object {
+		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			cm := src.obj.(*corev1.ConfigMap)
-			return &corev1.ConfigMap{ObjectMeta: m, Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable}
+			return &corev1.ConfigMap{ObjectMeta: m, Data: spec.ConfigMapData(cm.Data), BinaryData: spec.SecretData(cm.BinaryData), Immutable: cm.Immutable}
 		},
 		create: func(ctx context.Context, obj runtime.Object) error {
 			cm := obj.(*corev1.ConfigMap)
@@ -145,8 +161,9 @@ type configMapAPI interface {
 func isTrue(b *bool) bool { return b != nil && *b }
 
 // replicaMeta is a replica's metadata: what is not courier's is kept from
-// existing (nil for a new replica); courier's own keys are set.
-func replicaMeta(src metav1.Object, namespace, hash, installation string, existing metav1.Object) metav1.ObjectMeta {
+// existing (nil for a new replica); courier's own keys and the metadata
+// copied from the source are set.
+func replicaMeta(src metav1.Object, namespace, hash, installation string, copied source.Record, existing metav1.Object) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: src.GetName(), Namespace: namespace}
 	labels := map[string]string{}
 	annotations := map[string]string{}
@@ -157,6 +174,7 @@ func replicaMeta(src metav1.Object, namespace, hash, installation string, existi
 		maps.Copy(annotations, existing.GetAnnotations())
 		delete(annotations, content.DigestedAnnotation) // cache-only marker
 	}
+	source.Apply(labels, annotations, source.RecordOf(annotations), copied)
 	labels[wellknown.ManagedBy] = wellknown.ManagedByValue
 	labels[wellknown.Replica] = "true"
 	annotations[wellknown.Source] = src.GetNamespace() + "/" + src.GetName()

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -35,9 +36,10 @@ const (
 
 // Classify says what obj (nil: nothing) is, to the courier installation
 // running in namespace installation, where the source ref whose content hash
-// is sourceHash wants its replica; objHash is the content hash of what obj
-// holds. Another installation's replica is Foreign.
-func Classify(installation, ref, sourceHash string, obj metav1.Object, objHash string) Found {
+// is sourceHash wants its replica, carrying the copied metadata copied;
+// objHash is the content hash of what obj holds. Another installation's
+// replica is Foreign.
+func Classify(installation, ref, sourceHash string, copied source.Record, obj metav1.Object, objHash string) Found {
 	if obj == nil {
 		return Missing
 	}
@@ -47,7 +49,8 @@ func Classify(installation, ref, sourceHash string, obj metav1.Object, objHash s
 		return Foreign
 	case owner != ref:
 		return OtherSources
-	case objHash != sourceHash || tampered(obj, sourceHash, ref):
+	case objHash != sourceHash || tampered(obj, sourceHash, ref) ||
+		source.RecordOf(obj.GetAnnotations()).Encode() != copied.Encode():
 		return Stale
 	}
 	return InSync
@@ -77,11 +80,12 @@ func markedAsReplica(m metav1.Object) bool {
 
 // tampered reports whether a replica courier wrote was changed since: its
 // content no longer matches the hash courier stamped on it, or courier's
-// labels or annotations were edited.
+// labels or annotations, or the metadata it copied, were edited.
 func tampered(m metav1.Object, hash string, sourceRef string) bool {
 	l, a := m.GetLabels(), m.GetAnnotations()
 	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
-		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true"
+		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true" ||
+		!source.RecordOf(a).Carried(l, a)
 }
 
 // decision is what a pair needs, whatever the target holds.
@@ -102,10 +106,13 @@ type pairFacts struct {
 	// claimant is the oldest source of this name that wants a replica in
 	// the target ("" for none).
 	claimant string
-	// The source's content hash, type and immutability (want == ensure).
+	// The source's content hash (of the keys its replicas hold), type,
+	// immutability and the metadata its replicas carry (want == ensure).
 	hash      string
 	typ       corev1.SecretType
 	immutable bool
+	copied    source.Record
+	spec      source.Spec
 	// object names the target object in messages: "Secret prod/db".
 	object string
 	// existing is what holds the name in the target (nil: nothing).
@@ -162,7 +169,7 @@ func planPair(f pairFacts) plan {
 	e := f.existing
 	var found Found
 	if e != nil {
-		found = Classify(f.installation, f.ref, f.hash, e.meta, e.hash)
+		found = Classify(f.installation, f.ref, f.hash, f.copied, e.meta, e.hash)
 	}
 	switch {
 	case found == Foreign && f.want == ensure:

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -17,11 +18,11 @@ const testInstallation = "courier-system"
 func TestPlanPair(t *testing.T) {
 	const ref, hash = "platform/db", "h2"
 	ours := func(stamped string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", stamped, testInstallation, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", stamped, testInstallation, source.Record{}, nil)
 		return &m
 	}
 	theirs := func(owner string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, source.Record{}, nil)
 		m.Annotations[wellknown.Source] = owner
 		return &m
 	}
@@ -134,8 +135,8 @@ func TestPlanPair(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	const ref, hash = "platform/db", "h"
-	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", hash, testInstallation, nil)
-	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, nil)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", hash, testInstallation, source.Record{}, nil)
+	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, source.Record{}, nil)
 	tests := []struct {
 		name    string
 		obj     metav1.Object
@@ -160,7 +161,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Classify(testInstallation, ref, hash, tt.obj, tt.objHash); got != tt.want {
+			if got := Classify(testInstallation, ref, hash, source.Record{}, tt.obj, tt.objHash); got != tt.want {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -25,6 +26,8 @@ const (
 	ReasonSourceNotAllowed    = "SourceNotAllowed"
 	ReasonSourceNotReplicable = "SourceNotReplicable"
 	ReasonInvalidSelector     = "InvalidSelector"
+	ReasonInvalidAnnotation   = "InvalidAnnotation"
+	ReasonReplicateKeyMissing = "ReplicateKeyMissing"
 	ReasonReplicaConflict     = "ReplicaConflict"
 	ReasonReplicaReverted     = "ReplicaReverted"
 	ReasonReplicaContested    = "ReplicaContested"
@@ -119,8 +122,8 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 		return remove
 	}
 	sel, err := ParseSelector(src.meta.GetAnnotations()[wellknown.ReplicateTo])
-	if err != nil {
-		return leave // existing replicas stay until the selector is fixed
+	if err != nil || c.invalidSpec(src) {
+		return leave // existing replicas stay until the annotation is fixed
 	}
 	if Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
 		return ensure
@@ -145,7 +148,7 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, exi
 	}
 	var claimants []*item
 	for _, s := range cands {
-		if c.decide(s, ns) == ensure || (s.ref() == holder && c.invalidSelector(s)) {
+		if c.decide(s, ns) == ensure || (s.ref() == holder && c.invalid(s)) {
 			claimants = append(claimants, s)
 		}
 	}
@@ -156,13 +159,18 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, exi
 	return claimants[0], nil
 }
 
-// invalidSelector reports whether src is a source courier acts on whose
-// selector does not parse.
-func (c *Controller) invalidSelector(src *item) bool {
+// invalid reports whether src is a source courier acts on whose selector,
+// or another of its annotations, does not parse.
+func (c *Controller) invalid(src *item) bool {
 	if ok, _ := c.sourceState(src); !ok {
 		return false
 	}
 	_, err := ParseSelector(src.meta.GetAnnotations()[wellknown.ReplicateTo])
+	return err != nil || c.invalidSpec(src)
+}
+
+func (c *Controller) invalidSpec(src *item) bool {
+	_, err := source.Parse(src.meta.GetAnnotations())
 	return err != nil
 }
 
@@ -219,6 +227,21 @@ func (c *Controller) syncSource(k key) error {
 			"%s=%q is not a valid namespace label selector: %v. Nothing changes until it is fixed; use kubectl -l syntax, e.g. \"env in (prod,staging),team!=legacy\", or \"*\" for every namespace",
 			wellknown.ReplicateTo, expr, err))
 		return nil
+	}
+	spec, err := source.Parse(src.meta.GetAnnotations())
+	if err != nil {
+		var bad *source.Error
+		errors.As(err, &bad)
+		c.metrics.invalidAnnotations.WithLabelValues(k.Kind, bad.Annotation).Inc()
+		c.logger.Warn("invalid source annotation; existing replicas are kept",
+			zap.Stringer("source", k), zap.String("annotation", bad.Annotation), zap.String("value", bad.Value), zap.Error(err))
+		c.warn(src, ReasonInvalidAnnotation, err.Error()+". Nothing changes until it is fixed")
+		return nil
+	}
+	if missing := spec.Missing(src.has); len(missing) > 0 {
+		c.warn(src, ReasonReplicateKeyMissing, fmt.Sprintf(
+			"%s lists %s, which this %s does not have; its replicas hold the other listed keys. Add the key to the source or remove it from the list",
+			wellknown.ReplicateKeys, strings.Join(missing, ", "), k.Kind))
 	}
 	namespaces, err := c.namespaces.List(labels.Everything())
 	if err != nil {
@@ -304,7 +327,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			return nil
 		}
 		err := c.write(k, seen, opCreate, func() error {
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, nil)))
+			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, f.copied, nil)))
 		})
 		if apierrors.IsAlreadyExists(err) && k.Kind == kindSecret && c.queue.NumRequeues(k) > 0 {
 			// A retry later the cache still has nothing of that name: it is
@@ -340,11 +363,11 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			return o.create(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, nil)))
+			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, f.copied, nil)))
 		})
 	} else {
 		err = c.write(k, seen, opUpdate, func() error {
-			return o.update(ctx, o.replica(src, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, existing.meta)))
+			return o.update(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, f.copied, existing.meta)))
 		})
 	}
 	c.states.set(k, err)
@@ -371,7 +394,12 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		object:        k.Kind + " " + k.Target + "/" + k.Name,
 	}
 	if f.want == ensure {
-		f.hash, f.typ, f.immutable = c.hash(src), src.typ, src.immutable
+		spec, err := source.Parse(src.meta.GetAnnotations())
+		if err != nil {
+			return f, err // decide said ensure: it parsed
+		}
+		f.spec, f.hash, f.typ, f.immutable = spec, c.hash(src, spec), src.typ, src.immutable
+		f.copied = spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())
 	}
 	if existing != nil {
 		e := &replicaFacts{meta: existing.meta, typ: existing.typ, immutable: existing.immutable}

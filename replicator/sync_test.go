@@ -21,6 +21,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -80,7 +81,7 @@ func TestEligible(t *testing.T) {
 
 func TestTampered(t *testing.T) {
 	good := func() *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", "h1", testInstallation, nil)}
+		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", "h1", testInstallation, source.Record{}, nil)}
 	}
 	tests := []struct {
 		name   string
@@ -165,7 +166,7 @@ func (f *fixture) writes() []string {
 	return out
 }
 
-func source(selector string, data map[string]string) *corev1.Secret {
+func sourceSecret(selector string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "platform", UID: "src-uid", ResourceVersion: "1",
 			Annotations: map[string]string{wellknown.ReplicateTo: selector}, CreationTimestamp: metav1.NewTime(time.Unix(100, 0))},
@@ -180,7 +181,7 @@ func source(selector string, data map[string]string) *corev1.Secret {
 func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
 	var entries = content.SecretEntries(src)
 	return &corev1.Secret{
-		ObjectMeta: replicaMeta(src, target, content.Hash(entries), testInstallation, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
+		ObjectMeta: replicaMeta(src, target, content.Hash(entries), testInstallation, source.Record{}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
 		Type:       src.Type, Data: src.Data,
 	}
 }
@@ -194,13 +195,13 @@ func pair(target string) key {
 }
 
 func TestSyncPair(t *testing.T) {
-	src := source("env=prod", map[string]string{"k": "v"})
+	src := sourceSecret("env=prod", map[string]string{"k": "v"})
 	prod, dev := ns("prod", map[string]string{"env": "prod"}), ns("dev", map[string]string{"env": "dev"})
-	stale := replicaOf(source("env=prod", map[string]string{"k": "old"}), "prod")
+	stale := replicaOf(sourceSecret("env=prod", map[string]string{"k": "old"}), "prod")
 	tamperedReplica := replicaOf(src, "prod")
 	tamperedReplica.Data = map[string][]byte{"k": []byte("edited")}
 	unmanaged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "prod"}, Data: map[string][]byte{"x": nil}}
-	immutableSrc := source("env=prod", map[string]string{"k": "v"})
+	immutableSrc := sourceSecret("env=prod", map[string]string{"k": "v"})
 	immutableSrc.Immutable = ptrTo(true)
 
 	tests := []struct {
@@ -217,7 +218,7 @@ func TestSyncPair(t *testing.T) {
 		{"not matching, nothing there: no write", []runtime.Object{src, dev}, "dev", nil},
 		{"unmanaged object: never touched", []runtime.Object{src, prod, unmanaged}, "prod", nil},
 		{"source gone: replica deleted", []runtime.Object{prod, replicaOf(src, "prod")}, "prod", []string{"delete prod"}},
-		{"invalid selector: replica kept", []runtime.Object{source("env in (", map[string]string{"k": "v"}), prod, replicaOf(src, "prod")}, "prod", nil},
+		{"invalid selector: replica kept", []runtime.Object{sourceSecret("env in (", map[string]string{"k": "v"}), prod, replicaOf(src, "prod")}, "prod", nil},
 		{"namespace gone: nothing", []runtime.Object{src}, "prod", nil},
 		{"immutable changed: recreated", []runtime.Object{immutableSrc, prod, replicaOf(src, "prod")}, "prod", []string{"delete prod", "create prod"}},
 	}
@@ -235,8 +236,8 @@ func TestSyncPair(t *testing.T) {
 }
 
 func TestSyncPairWritesTheSourceContentWithoutCacheMarkers(t *testing.T) {
-	src := source("*", map[string]string{"k": "v"})
-	old := replicaOf(source("*", map[string]string{"k": "old"}), "prod")
+	src := sourceSecret("*", map[string]string{"k": "v"})
+	old := replicaOf(sourceSecret("*", map[string]string{"k": "old"}), "prod")
 	old.Labels["team"] = "kept"
 	f := newFixture(t, src, ns("prod", nil), old)
 	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
@@ -263,7 +264,7 @@ func labelSet(m map[string]string) labels.Set { return labels.Set(m) }
 func ptrTo[T any](v T) *T { return &v }
 
 func TestForgedSourceAnnotationDoesNotDeleteALiveSourcesReplica(t *testing.T) {
-	src := source("*", map[string]string{"k": "v"})
+	src := sourceSecret("*", map[string]string{"k": "v"})
 	forged := replicaOf(src, "prod")
 	forged.Annotations[wellknown.Source] = "platform2/db" // names a source that does not exist
 	f := newFixture(t, src, ns("prod", nil), forged)
@@ -284,7 +285,7 @@ func TestForgedSourceAnnotationDoesNotDeleteALiveSourcesReplica(t *testing.T) {
 }
 
 func TestDeletedNamespaceDropsItsReplicaState(t *testing.T) {
-	src := source("*", map[string]string{"k": "v"})
+	src := sourceSecret("*", map[string]string{"k": "v"})
 	f := newFixture(t, src, ns("prod", nil), replicaOf(src, "prod"))
 	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
 		t.Fatal(err)
@@ -325,7 +326,7 @@ func TestConflictMessageNamesEveryNamespaceUpToTheLimit(t *testing.T) {
 }
 
 func TestConflictsAcrossNamespacesGiveOneEvent(t *testing.T) {
-	src := source("*", map[string]string{"k": "v"})
+	src := sourceSecret("*", map[string]string{"k": "v"})
 	objs := []runtime.Object{src}
 	for _, n := range []string{"a", "b", "c"} {
 		objs = append(objs, ns(n, nil), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: n}})
@@ -353,7 +354,7 @@ func TestConflictsAcrossNamespacesGiveOneEvent(t *testing.T) {
 }
 
 func TestFlappingNamespaceWaitsForItsLabelsToHoldStill(t *testing.T) {
-	src := source("env=prod", map[string]string{"k": "v"})
+	src := sourceSecret("env=prod", map[string]string{"k": "v"})
 	on, off := ns("prod", map[string]string{"env": "prod"}), ns("prod", nil)
 	f := newFixture(t, src, on)
 	step := f.clock.Step
@@ -418,17 +419,17 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 		t.Fatalf("no ConfigMap created; writes %v", f.writes())
 	}
 	hash := content.Hash(content.ConfigMapEntries(src))
-	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, testInstallation, nil), Data: src.Data, BinaryData: src.BinaryData}
+	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, testInstallation, source.Record{}, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)
 	}
 }
 
 func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
-	older := source("env in (", map[string]string{"k": "v"}) // invalid, created at 100
-	younger := source("*", map[string]string{"k": "other"})
+	older := sourceSecret("env in (", map[string]string{"k": "v"}) // invalid, created at 100
+	younger := sourceSecret("*", map[string]string{"k": "other"})
 	younger.Namespace, younger.UID, younger.CreationTimestamp = "platform2", "y-uid", metav1.NewTime(time.Unix(200, 0))
-	f := newFixture(t, older, younger, ns("prod", nil), replicaOf(source("*", map[string]string{"k": "v"}), "prod"))
+	f := newFixture(t, older, younger, ns("prod", nil), replicaOf(sourceSecret("*", map[string]string{"k": "v"}), "prod"))
 	k := key{Kind: kindSecret, Namespace: "platform2", Name: "db", Target: "prod"}
 	if err := f.c.syncPair(t.Context(), k); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -21,13 +22,28 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, "No sources: no Secret or ConfigMap carries courier.dev/replicate-to.")
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "SOURCE\tKIND\tSELECTOR\tTARGETS\tIN-SYNC\tCONFLICT\tERROR\tNOTE")
+	fmt.Fprintln(tw, "SOURCE\tKIND\tSELECTOR\tKEYS\tCOPIES\tTARGETS\tIN-SYNC\tCONFLICT\tERROR\tNOTE")
 	for _, s := range r.Sources {
 		sel := s.Selector
 		if sel == "" {
 			sel = `""`
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Ref(), s.Kind, sel, s.Targets, s.InSync, s.Conflict, s.Error, s.Problem)
+		keys := s.Keys
+		if keys == "" {
+			keys = "all"
+		}
+		var copies []string
+		if s.CopyLabels != "" {
+			copies = append(copies, "labels: "+s.CopyLabels)
+		}
+		if s.CopyAnnotations != "" {
+			copies = append(copies, "annotations: "+s.CopyAnnotations)
+		}
+		if copies == nil {
+			copies = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Ref(), s.Kind, sel, keys, strings.Join(copies, "; "),
+			s.Targets, s.InSync, s.Conflict, s.Error, s.Problem)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "CONSUMER\tINPUT\tFROM SOURCE\tLAST RELOAD\tRELOADED FOR")

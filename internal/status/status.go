@@ -19,6 +19,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 	"github.com/courier-k8s/courier/replicator"
@@ -35,6 +36,12 @@ type Source struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Selector  string `json:"selector"`
+	// Keys, CopyLabels and CopyAnnotations are the source's
+	// courier.dev/replicate-keys, copy-labels and copy-annotations ("" when
+	// it has none: every key, no metadata).
+	Keys            string `json:"keys,omitempty"`
+	CopyLabels      string `json:"copyLabels,omitempty"`
+	CopyAnnotations string `json:"copyAnnotations,omitempty"`
 	// Problem says why courier ignores the source ("" when it does not).
 	Problem string `json:"problem,omitempty"`
 	// Targets counts the eligible namespaces the selector matches.
@@ -106,12 +113,17 @@ func WorkloadOf(obj metav1.Object) Workload {
 	return Workload{Kind: kind, Meta: obj, Spec: &t.Spec}
 }
 
-// SecretHash and ConfigMapHash are the content hashes courier stamps on replicas.
-func SecretHash(s *corev1.Secret) string { return content.Hash(content.SecretEntries(s)) }
+// SecretHash and ConfigMapHash are the content hashes courier stamps on
+// replicas of a source: over the keys its courier.dev/replicate-keys lists.
+func SecretHash(s *corev1.Secret) string {
+	spec, _ := source.Parse(s.Annotations) // an invalid spec is reported as the source's problem
+	return content.Hash(spec.Entries(content.SecretEntries(s)))
+}
 
 // ConfigMapHash: see SecretHash.
 func ConfigMapHash(cm *corev1.ConfigMap) string {
-	return content.Hash(content.ConfigMapEntries(cm))
+	spec, _ := source.Parse(cm.Annotations)
+	return content.Hash(spec.Entries(content.ConfigMapEntries(cm)))
 }
 
 // Build computes the report.
@@ -134,15 +146,21 @@ func Build(c Cluster, o Options) Report {
 
 func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 	m := src.Meta
-	s := Source{Kind: src.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Selector: m.GetAnnotations()[wellknown.ReplicateTo], Consumers: []Consumer{}}
+	a := m.GetAnnotations()
+	s := Source{Kind: src.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Selector: a[wellknown.ReplicateTo],
+		Keys: a[wellknown.ReplicateKeys], CopyLabels: a[wellknown.CopyLabels], CopyAnnotations: a[wellknown.CopyAnnotations], Consumers: []Consumer{}}
 	ref := s.Ref()
 	sel, err := replicator.ParseSelector(s.Selector)
+	spec, specErr := source.Parse(a)
 	switch {
 	case !o.SourceNamespaces.Match(s.Namespace):
 		s.Problem = "namespace not in --source-namespaces; ignored"
 	case err != nil:
 		s.Problem = "invalid selector: " + err.Error()
+	case specErr != nil:
+		s.Problem = "invalid annotation: " + specErr.Error()
 	}
+	copied := spec.Copied(m.GetLabels(), a)
 	replicaNamespaces := map[string]bool{}
 	if s.Problem == "" {
 		for i := range c.Namespaces {
@@ -158,7 +176,7 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			if got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]; ok {
 				obj, held = got.Meta, got.Meta.GetAnnotations()[wellknown.ContentHash]
 			}
-			switch replicator.Classify(o.Installation, ref, src.Hash, obj, held) {
+			switch replicator.Classify(o.Installation, ref, src.Hash, copied, obj, held) {
 			case replicator.Missing:
 				s.Error++
 			case replicator.Foreign, replicator.OtherSources:

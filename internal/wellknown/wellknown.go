@@ -19,6 +19,17 @@ const (
 	Reload = Prefix + "reload"
 	// ReloadOn (annotation, on a workload) lists "secret/a, configmap/b".
 	ReloadOn = Prefix + "reload-on"
+	// ReplicateKeys (annotation, on a source) lists the keys its replicas
+	// hold: "ca.crt, tls.crt".
+	ReplicateKeys = Prefix + "replicate-keys"
+	// CopyLabels and CopyAnnotations (annotations, on a source) list the
+	// source's label and annotation keys (exact, or "prefix/*") copied onto
+	// its replicas.
+	CopyLabels      = Prefix + "copy-labels"
+	CopyAnnotations = Prefix + "copy-annotations"
+	// CopiedMetadata (annotation, on a replica) records, as JSON, the labels
+	// and annotations courier copied onto it from its source.
+	CopiedMetadata = Prefix + "copied-metadata"
 	// Replication (label, on a namespace) set to "disabled" excludes it.
 	Replication = Prefix + "replication"
 
