@@ -160,6 +160,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
 		ReloadAll:    o.ReloadAll,
+		Compat:       o.Compat.Reloader,
 		Debounce:     o.ReloadDebounce,
 		QPS:          float32(o.ReloadQPS),
 		Burst:        o.ReloadBurst,

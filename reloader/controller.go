@@ -36,6 +36,8 @@ type Options struct {
 	Namespace string
 	// ReloadAll reloads consumers of any change, without opt-in annotations.
 	ReloadAll bool
+	// Compat honours Stakater Reloader's annotations too (--compat=reloader).
+	Compat bool
 	// Debounce gathers the changes to one workload's inputs into one rollout.
 	Debounce time.Duration
 	// QPS and Burst bound rollouts across the cluster.
@@ -185,7 +187,8 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	}
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if equality.Semantic.DeepEqual(ot.Spec, nt.Spec) &&
-		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] {
+		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
+		!(c.opts.Compat && (changed(a, b, stakaterKeys) || changed(ot.Annotations, nt.Annotations, stakaterKeys))) {
 		return
 	}
 	c.onWorkload(newObj)
@@ -230,7 +233,8 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 			before := entriesOf(oldObj)
 			contentChanged := content.Hash(before) != content.Hash(entriesOf(newObj))
-			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload]
+			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] ||
+				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{stakaterMatch, stakaterIgnore}))
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}

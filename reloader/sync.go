@@ -166,19 +166,33 @@ func entriesOf(obj any) []content.Entry {
 // wantsReload reports whether m, or the source it was replicated from,
 // carries courier.dev/reload: "true". It reads metadata only.
 func (c *Controller) wantsReload(kind string, m metav1.Object) bool {
-	if m.GetAnnotations()[wellknown.Reload] == "true" {
-		return true
+	return c.inputAnnotation(kind, m)(wellknown.Reload) == "true"
+}
+
+// inputAnnotation reads an annotation of the input m (nil: none), or, when
+// m lacks it and is a replica, of the source m was replicated from.
+func (c *Controller) inputAnnotation(kind string, m metav1.Object) func(key string) string {
+	return func(key string) string {
+		if m == nil {
+			return ""
+		}
+		if v, ok := m.GetAnnotations()[key]; ok {
+			return v
+		}
+		src, ok := m.GetAnnotations()[wellknown.Source]
+		if !ok {
+			return ""
+		}
+		ns, name, err := cache.SplitMetaNamespaceKey(src)
+		if err != nil || ns == "" {
+			return ""
+		}
+		s, ok := c.object(kind, ns, name).(metav1.Object)
+		if !ok {
+			return ""
+		}
+		return s.GetAnnotations()[key]
 	}
-	src, ok := m.GetAnnotations()[wellknown.Source]
-	if !ok {
-		return false
-	}
-	ns, name, err := cache.SplitMetaNamespaceKey(src)
-	if err != nil || ns == "" {
-		return false
-	}
-	s, ok := c.object(kind, ns, name).(metav1.Object)
-	return ok && s.GetAnnotations()[wellknown.Reload] == "true"
 }
 
 // missingKeys are the keys ref consumes that entries lack (none when the
@@ -322,7 +336,6 @@ func (c *Controller) observe(k key, obj any, dg digester) observed {
 			"%s=%q is neither \"true\" nor \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
 			wellknown.Reload, v, wellknown.ReloadOn, wellknown.Reload))
 	}
-	all := c.opts.ReloadAll || a[wellknown.Reload] == "true"
 	var named map[string]bool
 	if s, ok := a[wellknown.ReloadOn]; ok {
 		var perr error
@@ -330,9 +343,17 @@ func (c *Controller) observe(k key, obj any, dg digester) observed {
 			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
 		}
 	}
+	var badPatterns []string
 	for _, ref := range inputs.Of(&tmpl.Spec) {
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
-		if !(all || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))) {
+		verdict := stakaterSilent
+		if c.opts.Compat {
+			var bad []string
+			verdict, bad = stakater(ref.Kind, ref.Name, a, tmpl.Annotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
+			badPatterns = append(badPatterns, bad...)
+		}
+		own := a[wellknown.Reload] == "true" || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
+		if !(own || verdict == stakaterReload || (c.opts.ReloadAll && verdict != stakaterBlocked)) {
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
@@ -350,6 +371,12 @@ func (c *Controller) observe(k key, obj any, dg digester) observed {
 				o.previous[ref.ID()] = dg.consumedDigest(ref, prev)
 			}
 		}
+	}
+	if len(badPatterns) > 0 {
+		slices.Sort(badPatterns)
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
+			"%s in a reloader.stakater.com reload list: not valid regular expressions, so they are ignored (courier reads each item as ^item$, as Reloader does)",
+			strings.Join(slices.Compact(badPatterns), ", ")))
 	}
 	return o
 }
