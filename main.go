@@ -128,7 +128,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	inf, err := informers.New(client, o.SourceNamespaces.Match, o.Namespace)
+	inf, err := informers.New(client, o.SourceNamespaces.Match, o.Namespace, o.Compat)
 	if err != nil {
 		return err
 	}
@@ -150,6 +150,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		Installation:      o.Namespace,
 		SourceNamespaces:  o.SourceNamespaces,
 		ExcludeNamespaces: o.ExcludeNamespaces,
+		Compat:            o.Compat,
 		Workers:           o.ReplicatorWorkers,
 		QueueMetrics:      queues,
 		Guard:             grd,

@@ -6,14 +6,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // Index names on the Secret and ConfigMap informers.
 const (
-	// SourcesByName indexes every object carrying courier.dev/replicate-to
-	// in an allowed source namespace by its name: the sources that could
+	// SourcesByName indexes every source (courier.dev/replicate-to, or with
+	// --compat another tool's push annotations) in an allowed source
+	// namespace by its name: the sources that could
 	// claim a replica of that name. Its index values (ListIndexFuncValues)
 	// are the names of all such sources. Annotated objects elsewhere are not
 	// in it, so they never fan out.
@@ -25,14 +27,14 @@ const (
 
 // ContentIndexers are the indexers every Secret and ConfigMap informer gets;
 // allowed says which namespaces may hold sources.
-func ContentIndexers(allowed func(namespace string) bool) cache.Indexers {
+func ContentIndexers(allowed func(namespace string) bool, compat source.Compat) cache.Indexers {
 	return cache.Indexers{
 		SourcesByName: func(obj any) ([]string, error) {
 			m, err := metaOf(obj)
 			if err != nil {
 				return nil, err
 			}
-			if _, ok := m.GetAnnotations()[wellknown.ReplicateTo]; !ok || !allowed(m.GetNamespace()) {
+			if !source.IsSource(m.GetAnnotations(), compat) || !allowed(m.GetNamespace()) {
 				return nil, nil
 			}
 			return []string{m.GetName()}, nil

@@ -16,6 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -42,9 +43,10 @@ type Set struct {
 // changes, and resyncs would only re-deliver what the cache already holds.
 //
 // allowed says which namespaces may hold sources (--source-namespaces);
-// courierNamespace is courier's own (--namespace).
-func New(client kubernetes.Interface, allowed func(namespace string) bool, courierNamespace string) (*Set, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(allowed, courierNamespace))))
+// courierNamespace is courier's own (--namespace); compat (--compat) says
+// which other tools' annotations make sources.
+func New(client kubernetes.Interface, allowed func(namespace string) bool, courierNamespace string, compat source.Compat) (*Set, error) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(allowed, courierNamespace, compat))))
 	s := &Set{
 		factory:      f,
 		ConfigMaps:   f.Core().V1().ConfigMaps(),
@@ -59,7 +61,7 @@ func New(client kubernetes.Interface, allowed func(namespace string) bool, couri
 		inf.Informer()
 	}
 	for _, inf := range []informerGetter{s.Secrets, s.ConfigMaps} {
-		if err := inf.Informer().AddIndexers(ContentIndexers(allowed)); err != nil {
+		if err := inf.Informer().AddIndexers(ContentIndexers(allowed, compat)); err != nil {
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -17,13 +18,12 @@ import (
 const lastApplied = corev1.LastAppliedConfigAnnotation
 
 // KeepValues decides whether a Secret or ConfigMap keeps its values in the
-// cache: only sources, protected objects and their backups in an allowed
-// source namespace.
+// cache: only sources, protected objects and their backups in an allowed source namespace.
 type KeepValues func(obj metav1.Object) bool
 
 // SourcesIn returns the KeepValues for the allowed source namespaces, and
 // courier's own namespace, where it keeps the key of its workload digests.
-func SourcesIn(allowed func(namespace string) bool, courierNamespace string) KeepValues {
+func SourcesIn(allowed func(namespace string) bool, courierNamespace string, compat source.Compat) KeepValues {
 	return func(obj metav1.Object) bool {
 		if obj.GetNamespace() == courierNamespace && obj.GetLabels()[wellknown.DigestKey] == "true" {
 			return true
@@ -31,9 +31,8 @@ func SourcesIn(allowed func(namespace string) bool, courierNamespace string) Kee
 		if !allowed(obj.GetNamespace()) {
 			return false
 		}
-		_, source := obj.GetAnnotations()[wellknown.ReplicateTo]
-		l := obj.GetLabels()
-		return source || l[wellknown.Protect] == "true" || l[wellknown.Backup] == "true"
+		a, l := obj.GetAnnotations(), obj.GetLabels()
+		return source.IsSource(a, compat) || l[wellknown.Protect] == "true" || l[wellknown.Backup] == "true"
 	}
 }
 

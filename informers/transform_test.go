@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -74,7 +75,7 @@ func configMap(opts ...objOpt) *corev1.ConfigMap {
 
 func transform(t *testing.T, obj any) any {
 	t.Helper()
-	out, err := Transform(SourcesIn(allowPlatform, "courier"))(obj)
+	out, err := Transform(SourcesIn(allowPlatform, "courier", source.Compat{}))(obj)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -37,7 +38,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, func(string) bool { return false }, "courier")
+	inf, err := informers.New(client, func(string) bool { return false }, "courier", source.Compat{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 // put stores o in the cache as the informers would (transformed).
 func (f *fixture) put(t *testing.T, o runtime.Object) {
 	t.Helper()
-	x, _ := informers.Transform(informers.SourcesIn(func(string) bool { return false }, "courier"))(o.DeepCopyObject())
+	x, _ := informers.Transform(informers.SourcesIn(func(string) bool { return false }, "courier", source.Compat{}))(o.DeepCopyObject())
 	var err error
 	switch x := x.(type) {
 	case *corev1.Secret:

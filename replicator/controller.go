@@ -43,6 +43,8 @@ type Options struct {
 	QueueMetrics workqueue.MetricsProvider
 	// Guard, if set, is consulted about protected sources and reverts.
 	Guard Guard
+	// Compat says which other tools' annotations make sources (--compat).
+	Compat source.Compat
 	// Clock is the replicator's time (nil: the real clock).
 	Clock clock.WithTicker
 }
@@ -237,7 +239,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err != nil {
 				return
 			}
-			if IsSource(m) {
+			if c.isSourceMeta(m) {
 				c.sourceChanged(kind, m)
 			}
 			c.enqueueClaims(kind, m)
@@ -248,7 +250,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if err1 != nil || err2 != nil || old.GetResourceVersion() == cur.GetResourceVersion() {
 				return
 			}
-			if IsSource(old) || IsSource(cur) {
+			if c.isSourceMeta(old) || c.isSourceMeta(cur) {
 				if sourceRelevantChange(oldObj, newObj) {
 					c.sourceChanged(kind, cur)
 				}
@@ -270,7 +272,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 					c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: of}, c.clock.Now())
 				}
 			}
-			if IsSource(m) {
+			if c.isSourceMeta(m) {
 				c.forgetSource(m.GetUID())
 				c.sourceChanged(kind, m)
 			}
@@ -279,10 +281,9 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 	}
 }
 
-// IsSource reports whether m carries courier.dev/replicate-to.
-func IsSource(m metav1.Object) bool {
-	_, ok := m.GetAnnotations()[wellknown.ReplicateTo]
-	return ok
+// isSourceMeta reports whether m's annotations make it a source.
+func (c *Controller) isSourceMeta(m metav1.Object) bool {
+	return source.IsSource(m.GetAnnotations(), c.opts.Compat)
 }
 
 func (c *Controller) sourceChanged(kind string, m metav1.Object) {
@@ -307,7 +308,7 @@ func sourceRelevantChange(oldObj, newObj any) bool {
 
 func courierMetaChanged(o, n metav1.Object) bool {
 	oa, na := o.GetAnnotations(), n.GetAnnotations()
-	for _, k := range []string{wellknown.ReplicateTo, wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations} {
+	for _, k := range sourceKeys {
 		if oa[k] != na[k] {
 			return true
 		}
@@ -406,4 +407,11 @@ func (c *Controller) onNamespaceDelete(obj any) {
 		c.mu.Unlock()
 		c.enqueueAllSourcesFor(ns.Name) // the pairs find the namespace gone and forget their state
 	}
+}
+
+// sourceKeys are the annotations whose change can change a source's replicas.
+var sourceKeys = []string{
+	wellknown.ReplicateTo, wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations,
+	source.MittwaldReplicateTo, source.MittwaldReplicateToMatching, source.MittwaldAllowed, source.MittwaldAllowedNamespaces,
+	source.ReflectorAllowed, source.ReflectorAllowedNamespaces, source.ReflectorAutoEnabled, source.ReflectorAutoNamespaces,
 }

@@ -163,7 +163,7 @@ func isTrue(b *bool) bool { return b != nil && *b }
 // replicaMeta is a replica's metadata: what is not courier's is kept from
 // existing (nil for a new replica); courier's own keys and the metadata
 // copied from the source are set.
-func replicaMeta(src metav1.Object, namespace, hash, installation string, copied source.Record, existing metav1.Object) metav1.ObjectMeta {
+func replicaMeta(src metav1.Object, namespace, installation string, want Want, existing metav1.Object) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: src.GetName(), Namespace: namespace}
 	labels := map[string]string{}
 	annotations := map[string]string{}
@@ -174,11 +174,15 @@ func replicaMeta(src metav1.Object, namespace, hash, installation string, copied
 		maps.Copy(annotations, existing.GetAnnotations())
 		delete(annotations, content.DigestedAnnotation) // cache-only marker
 	}
-	source.Apply(labels, annotations, source.RecordOf(annotations), copied)
+	source.Apply(labels, annotations, source.RecordOf(annotations), want.Copied)
+	delete(annotations, wellknown.Via)
+	if want.Via != "" {
+		annotations[wellknown.Via] = want.Via
+	}
 	labels[wellknown.ManagedBy] = wellknown.ManagedByValue
 	labels[wellknown.Replica] = "true"
 	annotations[wellknown.Source] = src.GetNamespace() + "/" + src.GetName()
-	annotations[wellknown.ContentHash] = hash
+	annotations[wellknown.ContentHash] = want.Hash
 	annotations[wellknown.Installation] = installation
 	m.Labels, m.Annotations = labels, annotations
 	return m

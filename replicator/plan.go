@@ -34,12 +34,21 @@ const (
 	InSync
 )
 
+// Want is what a source's replica holds beyond courier's markers.
+type Want struct {
+	// Hash is the content hash of the keys it holds.
+	Hash string
+	// Copied is the metadata copied from the source.
+	Copied source.Record
+	// Via names the other tool's annotation that made it ("" for courier's own).
+	Via string
+}
+
 // Classify says what obj (nil: nothing) is, to the courier installation
-// running in namespace installation, where the source ref whose content hash
-// is sourceHash wants its replica, carrying the copied metadata copied;
-// objHash is the content hash of what obj holds. Another installation's
-// replica is Foreign.
-func Classify(installation, ref, sourceHash string, copied source.Record, obj metav1.Object, objHash string) Found {
+// running in namespace installation, where the source ref wants its replica
+// as want says; objHash is the content hash of what obj holds. Another
+// installation's replica is Foreign.
+func Classify(installation, ref string, want Want, obj metav1.Object, objHash string) Found {
 	if obj == nil {
 		return Missing
 	}
@@ -49,8 +58,8 @@ func Classify(installation, ref, sourceHash string, copied source.Record, obj me
 		return Foreign
 	case owner != ref:
 		return OtherSources
-	case objHash != sourceHash || tampered(obj, sourceHash, ref) ||
-		source.RecordOf(obj.GetAnnotations()).Encode() != copied.Encode():
+	case objHash != want.Hash || tampered(obj, want.Hash, ref) ||
+		source.RecordOf(obj.GetAnnotations()).Encode() != want.Copied.Encode() || obj.GetAnnotations()[wellknown.Via] != want.Via:
 		return Stale
 	}
 	return InSync
@@ -106,12 +115,11 @@ type pairFacts struct {
 	// claimant is the oldest source of this name that wants a replica in
 	// the target ("" for none).
 	claimant string
-	// The source's content hash (of the keys its replicas hold), type,
-	// immutability and the metadata its replicas carry (want == ensure).
-	hash      string
+	// What the replica holds, the source's type and immutability, and
+	// which keys it copies (want == ensure).
+	Want
 	typ       corev1.SecretType
 	immutable bool
-	copied    source.Record
 	spec      source.Spec
 	// object names the target object in messages: "Secret prod/db".
 	object string
@@ -169,11 +177,15 @@ func planPair(f pairFacts) plan {
 	e := f.existing
 	var found Found
 	if e != nil {
-		found = Classify(f.installation, f.ref, f.hash, f.copied, e.meta, e.hash)
+		found = Classify(f.installation, f.ref, f.Want, e.meta, e.hash)
 	}
 	switch {
 	case found == Foreign && f.want == ensure:
-		return plan{action: conflict, state: conflictState, reason: f.object + " exists and was not created by courier; it is left untouched"}
+		reason := f.object + " exists and was not created by courier; it is left untouched"
+		if tool := source.CopiedBy(e.meta.GetAnnotations()); tool != "" {
+			reason += " (it is a copy " + tool + " made: once " + tool + " no longer runs, delete it and courier creates its replica)"
+		}
+		return plan{action: conflict, state: conflictState, reason: reason}
 	case found == Foreign, found == OtherSources && f.want != ensure:
 		return plan{state: forgetState} // not ours to touch
 	}
@@ -204,7 +216,7 @@ func planPair(f pairFacts) plan {
 	switch {
 	case e == nil:
 		return plan{action: create, state: writtenState}
-	case e.typ != f.typ || e.immutable != f.immutable || (e.immutable && e.hash != f.hash):
+	case e.typ != f.typ || e.immutable != f.immutable || (e.immutable && e.hash != f.Hash):
 		// A source can become immutable but never mutable again, so a
 		// replica that is immutable while its source is not was made so by
 		// someone else (a mutating policy, say): undoing that is a revert,

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -18,11 +17,11 @@ const testInstallation = "courier-system"
 func TestPlanPair(t *testing.T) {
 	const ref, hash = "platform/db", "h2"
 	ours := func(stamped string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", stamped, testInstallation, source.Record{}, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, Want{Hash: stamped}, nil)
 		return &m
 	}
 	theirs := func(owner string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, source.Record{}, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, Want{Hash: hash}, nil)
 		m.Annotations[wellknown.Source] = owner
 		return &m
 	}
@@ -36,7 +35,7 @@ func TestPlanPair(t *testing.T) {
 		return &replicaFacts{meta: m, hash: held, typ: corev1.SecretTypeOpaque}
 	}
 	ensuring := func(existing *replicaFacts) pairFacts {
-		return pairFacts{installation: testInstallation, ref: ref, want: ensure, claimant: ref, hash: hash, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
+		return pairFacts{installation: testInstallation, ref: ref, want: ensure, claimant: ref, Want: Want{Hash: hash}, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
 	}
 	with := func(f pairFacts, change func(*pairFacts)) pairFacts { change(&f); return f }
 
@@ -135,8 +134,8 @@ func TestPlanPair(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	const ref, hash = "platform/db", "h"
-	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", hash, testInstallation, source.Record{}, nil)
-	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", hash, testInstallation, source.Record{}, nil)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, Want{Hash: hash}, nil)
+	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, Want{Hash: hash}, nil)
 	tests := []struct {
 		name    string
 		obj     metav1.Object
@@ -161,7 +160,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Classify(testInstallation, ref, hash, source.Record{}, tt.obj, tt.objHash); got != tt.want {
+			if got := Classify(testInstallation, ref, Want{Hash: hash}, tt.obj, tt.objHash); got != tt.want {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
 			}
 		})

@@ -54,15 +54,6 @@ func (k key) String() string {
 // systemNamespaces never receive replicas.
 var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true}
 
-// ParseSelector parses courier.dev/replicate-to: "*" or blank is every namespace.
-func ParseSelector(s string) (labels.Selector, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "*" {
-		return labels.Everything(), nil
-	}
-	return labels.Parse(s)
-}
-
 // Eligible reports whether ns may receive replicas of a source living in
 // sourceNamespace, whatever the selector.
 func Eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
@@ -92,7 +83,7 @@ func olderFirst(a, b *item) bool {
 // is not for a reason its owner must hear of, the Event reason.
 func (c *Controller) sourceState(src *item) (ok bool, problem string) {
 	m := src.meta
-	if _, annotated := m.GetAnnotations()[wellknown.ReplicateTo]; !annotated {
+	if !source.IsSource(m.GetAnnotations(), c.opts.Compat) {
 		return false, ""
 	}
 	if !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
@@ -121,11 +112,11 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 	if ok, _ := c.sourceState(src); !ok {
 		return remove
 	}
-	sel, err := ParseSelector(src.meta.GetAnnotations()[wellknown.ReplicateTo])
+	targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
 	if err != nil || c.invalidSpec(src) {
 		return leave // existing replicas stay until the annotation is fixed
 	}
-	if Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
+	if Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && targets.Matches(ns) {
 		return ensure
 	}
 	return remove
@@ -165,7 +156,7 @@ func (c *Controller) invalid(src *item) bool {
 	if ok, _ := c.sourceState(src); !ok {
 		return false
 	}
-	_, err := ParseSelector(src.meta.GetAnnotations()[wellknown.ReplicateTo])
+	_, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
 	return err != nil || c.invalidSpec(src)
 }
 
@@ -217,15 +208,11 @@ func (c *Controller) syncSource(k key) error {
 		enqueueReplicas()
 		return nil
 	}
-	expr := src.meta.GetAnnotations()[wellknown.ReplicateTo]
-	sel, err := ParseSelector(expr)
+	targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
 	if err != nil {
 		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
-		c.logger.Warn("invalid replicate-to selector; existing replicas are kept",
-			zap.Stringer("source", k), zap.String("selector", expr), zap.Error(err))
-		c.warn(src, ReasonInvalidSelector, fmt.Sprintf(
-			"%s=%q is not a valid namespace label selector: %v. Nothing changes until it is fixed; use kubectl -l syntax, e.g. \"env in (prod,staging),team!=legacy\", or \"*\" for every namespace",
-			wellknown.ReplicateTo, expr, err))
+		c.logger.Warn("invalid target selector; existing replicas are kept", zap.Stringer("source", k), zap.Error(err))
+		c.warn(src, ReasonInvalidSelector, err.Error()+". Nothing changes until it is fixed")
 		return nil
 	}
 	spec, err := source.Parse(src.meta.GetAnnotations())
@@ -248,7 +235,7 @@ func (c *Controller) syncSource(k key) error {
 		return err
 	}
 	for _, ns := range namespaces {
-		if Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && sel.Matches(labels.Set(ns.Labels)) {
+		if Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && targets.Matches(ns) {
 			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name}, seen)
 		}
 	}
@@ -327,7 +314,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			return nil
 		}
 		err := c.write(k, seen, opCreate, func() error {
-			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, f.copied, nil)))
+			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
 		})
 		if apierrors.IsAlreadyExists(err) && k.Kind == kindSecret && c.queue.NumRequeues(k) > 0 {
 			// A retry later the cache still has nothing of that name: it is
@@ -363,11 +350,11 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, f.copied, nil)))
+			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
 		})
 	} else {
 		err = c.write(k, seen, opUpdate, func() error {
-			return o.update(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, f.hash, c.opts.Installation, f.copied, existing.meta)))
+			return o.update(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, existing.meta)))
 		})
 	}
 	c.states.set(k, err)
@@ -398,8 +385,15 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		if err != nil {
 			return f, err // decide said ensure: it parsed
 		}
-		f.spec, f.hash, f.typ, f.immutable = spec, c.hash(src, spec), src.typ, src.immutable
-		f.copied = spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())
+		targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
+		if err != nil {
+			return f, err // decide said ensure: it parsed
+		}
+		f.spec, f.typ, f.immutable = spec, src.typ, src.immutable
+		f.Want = Want{Hash: c.hash(src, spec), Copied: spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())}
+		if !targets.Native() {
+			f.Via = targets.Via
+		}
 	}
 	if existing != nil {
 		e := &replicaFacts{meta: existing.meta, typ: existing.typ, immutable: existing.immutable}
@@ -441,7 +435,7 @@ func (c *Controller) isSource(o *objects, ref string) bool {
 		return false
 	}
 	it, err := o.get(ns, name)
-	return err == nil && it != nil && IsSource(it.meta)
+	return err == nil && it != nil && c.isSourceMeta(it.meta)
 }
 
 // write runs one API write, counting it and timing it from the source change.

@@ -42,7 +42,7 @@ func TestParseSelector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			sel, err := ParseSelector(tt.in)
+			sel, err := source.ParseSelector(tt.in)
 			if (err != nil) != tt.invalid {
 				t.Fatalf("err = %v, want invalid=%v", err, tt.invalid)
 			}
@@ -81,7 +81,7 @@ func TestEligible(t *testing.T) {
 
 func TestTampered(t *testing.T) {
 	good := func() *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", "h1", testInstallation, source.Record{}, nil)}
+		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, Want{Hash: "h1"}, nil)}
 	}
 	tests := []struct {
 		name   string
@@ -120,7 +120,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	sources := globs.List{"platform*"}
-	inf, err := informers.New(client, sources.Match, "courier")
+	inf, err := informers.New(client, sources.Match, "courier", source.Compat{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transform := informers.Transform(informers.SourcesIn(sources.Match, "courier"))
+	transform := informers.Transform(informers.SourcesIn(sources.Match, "courier", source.Compat{}))
 	for _, o := range objs {
 		o, _ := transform(o.DeepCopyObject())
 		var err error
@@ -181,7 +181,7 @@ func sourceSecret(selector string, data map[string]string) *corev1.Secret {
 func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
 	var entries = content.SecretEntries(src)
 	return &corev1.Secret{
-		ObjectMeta: replicaMeta(src, target, content.Hash(entries), testInstallation, source.Record{}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
+		ObjectMeta: replicaMeta(src, target, testInstallation, Want{Hash: content.Hash(entries)}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
 		Type:       src.Type, Data: src.Data,
 	}
 }
@@ -419,7 +419,7 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 		t.Fatalf("no ConfigMap created; writes %v", f.writes())
 	}
 	hash := content.Hash(content.ConfigMapEntries(src))
-	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", hash, testInstallation, source.Record{}, nil), Data: src.Data, BinaryData: src.BinaryData}
+	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", testInstallation, Want{Hash: hash}, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)
 	}

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/source"
 )
 
 // Main is `courier status`: it reads the cluster with the user's
@@ -25,6 +27,8 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	fs.StringVar(&namespace, "namespace", config.DefaultNamespace, "courier's namespace, the default source namespace")
 	fs.StringVar(&sourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
 	fs.StringVar(&excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
+	var compat source.Compat
+	fs.Var(&compat, "compat", "as courier's flag: the other tools whose annotations make sources ("+strings.Join(source.Tools, ", ")+")")
 	fs.StringVar(&output, "o", "table", "output format: table or json")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: courier status [flags]\n\nPrints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nGive it the flags (or COURIER_* variables) courier runs with.\n\nFlags:\n")
@@ -52,7 +56,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		return 2
 	}
 
-	o := Options{Installation: namespace, SourceNamespaces: src, ExcludeNamespaces: excl}
+	o := Options{Installation: namespace, SourceNamespaces: src, ExcludeNamespaces: excl, Compat: compat}
 	if err := printStatus(context.Background(), kubeconfig, o, output, stdout); err != nil {
 		fmt.Fprintf(stderr, "courier status: %v\n", err)
 		return 1
@@ -73,7 +77,7 @@ func printStatus(ctx context.Context, kubeconfig string, o Options, output strin
 	if err != nil {
 		return err
 	}
-	c, err := Collect(ctx, client, meta)
+	c, err := Collect(ctx, client, meta, o.Compat)
 	if err != nil {
 		return err
 	}

@@ -12,14 +12,14 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
-	"github.com/courier-k8s/courier/replicator"
 )
 
 // Collect reads what Build needs, page by page. Secrets and ConfigMaps are
 // listed as metadata only (never Helm release Secrets); only sources are read
 // in full, to hash their content.
-func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) (Cluster, error) {
+func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, compat source.Compat) (Cluster, error) {
 	var c Cluster
 	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -36,7 +36,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 		err := each(ctx, metaLister(meta, gvr), opts, func(obj runtime.Object) error {
 			m := obj.(*metav1.PartialObjectMetadata)
 			o := Object{Kind: kind, Meta: m}
-			if replicator.IsSource(m) {
+			if source.IsSource(m.GetAnnotations(), compat) {
 				h, err := sourceHash(ctx, client, kind, m.Namespace, m.Name)
 				if err != nil {
 					return err

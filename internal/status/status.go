@@ -11,10 +11,10 @@ package status
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
@@ -36,6 +36,9 @@ type Source struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Selector  string `json:"selector"`
+	// Via names another tool's annotation that makes it a source (with
+	// --compat); Selector then holds its value ("" for courier's own).
+	Via string `json:"via,omitempty"`
 	// Keys, CopyLabels and CopyAnnotations are the source's
 	// courier.dev/replicate-keys, copy-labels and copy-annotations ("" when
 	// it has none: every key, no metadata).
@@ -77,6 +80,7 @@ type Consumer struct {
 type Options struct {
 	// Installation is courier's namespace, which its replicas name.
 	Installation                        string
+	Compat                              source.Compat
 	SourceNamespaces, ExcludeNamespaces globs.List
 }
 
@@ -134,7 +138,7 @@ func Build(c Cluster, o Options) Report {
 	}
 	var r Report
 	for _, obj := range c.Objects {
-		if replicator.IsSource(obj.Meta) {
+		if source.IsSource(obj.Meta.GetAnnotations(), o.Compat) {
 			r.Sources = append(r.Sources, build(obj, c, byName, o))
 		}
 	}
@@ -150,7 +154,11 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 	s := Source{Kind: src.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Selector: a[wellknown.ReplicateTo],
 		Keys: a[wellknown.ReplicateKeys], CopyLabels: a[wellknown.CopyLabels], CopyAnnotations: a[wellknown.CopyAnnotations], Consumers: []Consumer{}}
 	ref := s.Ref()
-	sel, err := replicator.ParseSelector(s.Selector)
+	targets, err := source.TargetsOf(a, o.Compat)
+	if err == nil && !targets.Native() {
+		s.Via = targets.Via
+		s.Selector = compatSelector(a, targets.Via)
+	}
 	spec, specErr := source.Parse(a)
 	switch {
 	case !o.SourceNamespaces.Match(s.Namespace):
@@ -160,12 +168,12 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 	case specErr != nil:
 		s.Problem = "invalid annotation: " + specErr.Error()
 	}
-	copied := spec.Copied(m.GetLabels(), a)
+	want := replicator.Want{Hash: src.Hash, Copied: spec.Copied(m.GetLabels(), a), Via: s.Via}
 	replicaNamespaces := map[string]bool{}
 	if s.Problem == "" {
 		for i := range c.Namespaces {
 			ns := &c.Namespaces[i]
-			if !replicator.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !sel.Matches(labels.Set(ns.Labels)) {
+			if !replicator.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !targets.Matches(ns) {
 				continue
 			}
 			s.Targets++
@@ -176,7 +184,7 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			if got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]; ok {
 				obj, held = got.Meta, got.Meta.GetAnnotations()[wellknown.ContentHash]
 			}
-			switch replicator.Classify(o.Installation, ref, src.Hash, copied, obj, held) {
+			switch replicator.Classify(o.Installation, ref, want, obj, held) {
 			case replicator.Missing:
 				s.Error++
 			case replicator.Foreign, replicator.OtherSources:
@@ -214,3 +222,14 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 }
 
 func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// compatSelector is the value of the other tool's annotation(s) via names.
+func compatSelector(a map[string]string, via string) string {
+	var out []string
+	for _, k := range strings.Split(via, ", ") {
+		if v, ok := a[k]; ok {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return strings.Join(out, "; ")
+}

@@ -30,6 +30,9 @@ const (
 	// CopiedMetadata (annotation, on a replica) records, as JSON, the labels
 	// and annotations courier copied onto it from its source.
 	CopiedMetadata = Prefix + "copied-metadata"
+	// Via (annotation, on a replica made through another tool's annotation
+	// under --compat) names that annotation.
+	Via = Prefix + "via"
 	// Replication (label, on a namespace) set to "disabled" excludes it.
 	Replication = Prefix + "replication"
 

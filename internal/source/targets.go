@@ -1,0 +1,243 @@
+package source
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// The other tools' annotations courier reads with --compat (see
+// docs/migrating.md for what each means there and here).
+const (
+	MittwaldPrefix                = "replicator.v1.mittwald.de/"
+	MittwaldReplicateTo           = MittwaldPrefix + "replicate-to"
+	MittwaldReplicateToMatching   = MittwaldPrefix + "replicate-to-matching"
+	MittwaldReplicateFrom         = MittwaldPrefix + "replicate-from"
+	MittwaldAllowed               = MittwaldPrefix + "replication-allowed"
+	MittwaldAllowedNamespaces     = MittwaldPrefix + "replication-allowed-namespaces"
+	MittwaldReplicatedFromVersion = MittwaldPrefix + "replicated-from-version"
+
+	ReflectorPrefix            = "reflector.v1.k8s.emberstack.com/"
+	ReflectorAllowed           = ReflectorPrefix + "reflection-allowed"
+	ReflectorAllowedNamespaces = ReflectorPrefix + "reflection-allowed-namespaces"
+	ReflectorAutoEnabled       = ReflectorPrefix + "reflection-auto-enabled"
+	ReflectorAutoNamespaces    = ReflectorPrefix + "reflection-auto-namespaces"
+	ReflectorReflects          = ReflectorPrefix + "reflects"
+	ReflectorAutoReflects      = ReflectorPrefix + "auto-reflects"
+)
+
+// Targets says which namespaces a source wants replicas in. The namespace
+// rules every source obeys (Eligible) are the caller's.
+type Targets struct {
+	// Via names the annotation(s) that make the object a source.
+	Via   string
+	match func(ns *corev1.Namespace) bool
+}
+
+// Matches reports whether the source wants a replica in ns.
+func (t Targets) Matches(ns *corev1.Namespace) bool { return t.match(ns) }
+
+// Native reports whether courier's own courier.dev/replicate-to made it a source.
+func (t Targets) Native() bool { return t.Via == wellknown.ReplicateTo }
+
+// IsSource reports whether annotations make an object a source: courier's
+// replicate-to, or, with compat, another tool's push annotations.
+func IsSource(annotations map[string]string, compat Compat) bool {
+	if _, ok := annotations[wellknown.ReplicateTo]; ok {
+		return true
+	}
+	_, to := annotations[MittwaldReplicateTo]
+	_, matching := annotations[MittwaldReplicateToMatching]
+	return (compat.Replicator && (to || matching)) ||
+		(compat.Reflector && isTrue(annotations[ReflectorAllowed]) && isTrue(annotations[ReflectorAutoEnabled]))
+}
+
+// TargetsOf reads where a source's replicas go. courier's own replicate-to
+// wins over the other tools' annotations; of those, kubernetes-replicator's
+// win over Reflector's. An invalid value is an error naming it.
+func TargetsOf(annotations map[string]string, compat Compat) (Targets, error) {
+	if expr, ok := annotations[wellknown.ReplicateTo]; ok {
+		sel, err := ParseSelector(expr)
+		if err != nil {
+			return Targets{}, fmt.Errorf("%s=%q is not a valid namespace label selector: %w. Use kubectl -l syntax, e.g. \"env in (prod,staging),team!=legacy\", or \"*\" for every namespace", wellknown.ReplicateTo, expr, err)
+		}
+		return Targets{Via: wellknown.ReplicateTo, match: func(ns *corev1.Namespace) bool { return sel.Matches(labels.Set(ns.Labels)) }}, nil
+	}
+	to, hasTo := annotations[MittwaldReplicateTo]
+	matching, hasMatching := annotations[MittwaldReplicateToMatching]
+	if compat.Replicator && (hasTo || hasMatching) {
+		var via []string
+		names := func(string) bool { return false }
+		sel := labels.Nothing()
+		if hasTo {
+			via = append(via, MittwaldReplicateTo)
+			res, err := patterns(MittwaldReplicateTo, to, mittwaldPattern)
+			if err != nil {
+				return Targets{}, err
+			}
+			names = anyMatch(res)
+		}
+		if hasMatching {
+			via = append(via, MittwaldReplicateToMatching)
+			var err error
+			if sel, err = labels.Parse(strings.TrimSpace(matching)); err != nil {
+				return Targets{}, fmt.Errorf("%s=%q is not a valid namespace label selector: %w", MittwaldReplicateToMatching, matching, err)
+			}
+		}
+		return Targets{Via: strings.Join(via, ", "), match: func(ns *corev1.Namespace) bool {
+			return names(ns.Name) || sel.Matches(labels.Set(ns.Labels))
+		}}, nil
+	}
+	if compat.Reflector && isTrue(annotations[ReflectorAllowed]) && isTrue(annotations[ReflectorAutoEnabled]) {
+		allowed, err := reflectorList(ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces])
+		if err != nil {
+			return Targets{}, err
+		}
+		auto, err := reflectorList(ReflectorAutoNamespaces, annotations[ReflectorAutoNamespaces])
+		if err != nil {
+			return Targets{}, err
+		}
+		return Targets{Via: ReflectorAutoEnabled, match: func(ns *corev1.Namespace) bool { return allowed(ns.Name) && auto(ns.Name) }}, nil
+	}
+	return Targets{}, fmt.Errorf("not a source")
+}
+
+// ParseSelector parses courier.dev/replicate-to: "*" or blank is every namespace.
+func ParseSelector(s string) (labels.Selector, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "*" {
+		return labels.Everything(), nil
+	}
+	return labels.Parse(s)
+}
+
+// PullAllowed reports whether a source with annotations lets a target in
+// namespace pull from it through tool's annotation (via), and if not, why.
+func PullAllowed(annotations map[string]string, via, namespace string) (bool, string) {
+	switch via {
+	case MittwaldReplicateFrom:
+		if !isTrue(annotations[MittwaldAllowed]) {
+			return false, fmt.Sprintf("the source lacks %s: \"true\"", MittwaldAllowed)
+		}
+		v, ok := annotations[MittwaldAllowedNamespaces]
+		if !ok {
+			return false, fmt.Sprintf("the source lacks %s (kubernetes-replicator denies pulls without it)", MittwaldAllowedNamespaces)
+		}
+		res, err := patterns(MittwaldAllowedNamespaces, v, mittwaldPattern)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !anyMatch(res)(namespace) {
+			return false, fmt.Sprintf("the source's %s=%q does not match namespace %s", MittwaldAllowedNamespaces, v, namespace)
+		}
+	case ReflectorReflects:
+		if !isTrue(annotations[ReflectorAllowed]) {
+			return false, fmt.Sprintf("the source lacks %s: \"true\"", ReflectorAllowed)
+		}
+		allowed, err := reflectorList(ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces])
+		if err != nil {
+			return false, err.Error()
+		}
+		if !allowed(namespace) {
+			return false, fmt.Sprintf("the source's %s=%q does not match namespace %s", ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces], namespace)
+		}
+	default:
+		return false, "unknown pull annotation " + via
+	}
+	return true, ""
+}
+
+// PullFrom reads a pull target's annotations: the source it pulls from
+// ("namespace/name") and the annotation that says so ("" when it pulls
+// from nothing under compat). A bare Reflector name means the target's own
+// namespace.
+func PullFrom(annotations map[string]string, namespace string, compat Compat) (ref, via string) {
+	if v, ok := annotations[MittwaldReplicateFrom]; ok && compat.Replicator {
+		return strings.TrimSpace(v), MittwaldReplicateFrom
+	}
+	if v, ok := annotations[ReflectorReflects]; ok && compat.Reflector {
+		v = strings.TrimSpace(v)
+		if !strings.Contains(v, "/") {
+			v = namespace + "/" + v
+		}
+		return v, ReflectorReflects
+	}
+	return "", ""
+}
+
+// mittwaldPattern anchors an item as kubernetes-replicator does: ^ and $
+// are added unless already there.
+func mittwaldPattern(item string) string {
+	if !strings.HasPrefix(item, "^") {
+		item = "^" + item
+	}
+	if !strings.HasSuffix(item, "$") {
+		item += "$"
+	}
+	return item
+}
+
+// reflectorPattern makes an item match whole names only, as Reflector
+// requires of its matches.
+func reflectorPattern(item string) string { return "^(?:" + item + ")$" }
+
+func patterns(annotation, v string, anchor func(string) string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, item := range items(v) {
+		re, err := regexp.Compile(anchor(item))
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: %q is not a valid regular expression: %w", annotation, v, item, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+func anyMatch(res []*regexp.Regexp) func(string) bool {
+	return func(name string) bool {
+		for _, re := range res {
+			if re.MatchString(name) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// reflectorList reads a Reflector namespace list: missing or blank allows
+// every namespace; otherwise (even a list of only commas) the items.
+func reflectorList(annotation, v string) (func(string) bool, error) {
+	if strings.TrimSpace(v) == "" {
+		return func(string) bool { return true }, nil
+	}
+	res, err := patterns(annotation, v, reflectorPattern)
+	if err != nil {
+		return nil, err
+	}
+	return anyMatch(res), nil
+}
+
+// isTrue reads a boolean as the other tools do (Go's ParseBool accepts
+// what .NET's bool.TryParse does for "true" in any case, and 1/t).
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	return err == nil && b
+}
+
+// CopiedBy names the other tool whose copy an object looks like, from the
+// annotations that tool writes on its copies ("" for none).
+func CopiedBy(annotations map[string]string) string {
+	if _, ok := annotations[MittwaldReplicatedFromVersion]; ok {
+		return "kubernetes-replicator"
+	}
+	if _, ok := annotations[ReflectorReflects]; ok {
+		return "Reflector"
+	}
+	return ""
+}
