@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -96,4 +97,94 @@ func TestReloaderAnnotationsAreIgnoredWithoutCompat(t *testing.T) {
 	before := unsettled(t, ns, "my-app")
 	updateSecret(t, ns, "my-secret", func(x *corev1.Secret) { x.Data["password"] = []byte("2") })
 	noRollout(t, ns, "my-app", before)
+}
+
+// namedNamespace creates the namespace name (the other tools' README
+// examples name their namespaces), deleted when the test ends.
+func namedNamespace(t *testing.T, name string, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := admin().CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = admin().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return name
+}
+
+// compatReplica waits for a courier replica of src/name in ns made through
+// the annotation via, with data.
+func compatReplica(t *testing.T, src, ns, name, via string, data map[string][]byte) {
+	t.Helper()
+	eventually(t, converge, "replica in "+ns+" through "+via, secretWhere(ns, name, func(r *corev1.Secret) bool {
+		return equalData(r.Data, data) && r.Labels[keyReplica] == "true" && r.Annotations[keySource] == src+"/"+name && r.Annotations["courier.dev/via"] == via
+	}))
+}
+
+// SPEC (--compat=replicator,reflector): sources annotated exactly as
+// kubernetes-replicator's and Reflector's READMEs show (data filled in where
+// Reflector's README writes "...") are replicated where those tools document,
+// as courier replicas naming the annotation; a copy the old tool made is
+// left alone with a ReplicaConflict saying how to hand it over.
+func TestCompatReplicatorAndReflectorSourcesReplicateAsTheyDocument(t *testing.T) {
+	s := setupReplication(t, "--compat=replicator,reflector")
+	myNS1 := namedNamespace(t, "my-ns-1", nil)
+	ns1 := namedNamespace(t, "namespace-1", nil)
+	ns2 := namedNamespace(t, "namespace-2", nil)
+	nsX := namedNamespace(t, "namespace-x", nil)
+	labelled := namedNamespace(t, "labelled-"+s.id, map[string]string{"my-label": "value", "my-other-label": "x"})
+	excluded := namedNamespace(t, "excluded-"+s.id, map[string]string{"my-label": "value", "my-other-label": "foo"})
+	data := map[string][]byte{"key1": []byte("value1")}
+
+	// A copy kubernetes-replicator made earlier, in a namespace the source targets.
+	createSecret(t, ns2, "by-name", withAnnotation("replicator.v1.mittwald.de/replicated-from-version", "680"), withData("key1", "old"))
+
+	// kubernetes-replicator, push by name.
+	createSecret(t, s.src, "by-name", withAnnotation("replicator.v1.mittwald.de/replicate-to", "my-ns-1,namespace-[0-9]*"), withData("key1", "value1"))
+	for _, ns := range []string{myNS1, ns1} {
+		compatReplica(t, s.src, ns, "by-name", "replicator.v1.mittwald.de/replicate-to", data)
+	}
+	eventually(t, converge, "ReplicaConflict naming the old copy", eventWith(s.src, "by-name", "ReplicaConflict", ns2, "kubernetes-replicator"))
+	if got, _ := getSecret(t.Context(), ns2, "by-name"); got == nil || string(got.Data["key1"]) != "old" {
+		t.Errorf("the old tool's copy was touched: %v", got)
+	}
+	deleteSecret(t, ns2, "by-name")
+	compatReplica(t, s.src, ns2, "by-name", "replicator.v1.mittwald.de/replicate-to", data)
+
+	// kubernetes-replicator, push by label (a folded YAML scalar keeps its newline).
+	createSecret(t, s.src, "by-label", withAnnotation("replicator.v1.mittwald.de/replicate-to-matching", "my-label=value,my-other-label,my-other-label notin (foo,bar)\n"), withData("key1", "value1"))
+	compatReplica(t, s.src, labelled, "by-label", "replicator.v1.mittwald.de/replicate-to-matching", data)
+
+	// Reflector, automatic mirrors, Secret and ConfigMap.
+	createSecret(t, s.src, "source-secret",
+		withAnnotation("reflector.v1.k8s.emberstack.com/reflection-allowed", "true"),
+		withAnnotation("reflector.v1.k8s.emberstack.com/reflection-allowed-namespaces", "namespace-1,namespace-2,namespace-[0-9]*"),
+		withAnnotation("reflector.v1.k8s.emberstack.com/reflection-auto-enabled", "true"),
+		withData("key1", "value1"))
+	createConfigMap(t, s.src, "source-config-map", map[string]string{
+		"reflector.v1.k8s.emberstack.com/reflection-allowed":            "true",
+		"reflector.v1.k8s.emberstack.com/reflection-allowed-namespaces": "namespace-1,namespace-2,namespace-[0-9]*",
+		"reflector.v1.k8s.emberstack.com/reflection-auto-enabled":       "true",
+	}, map[string]string{"key1": "value1"})
+	for _, ns := range []string{ns1, ns2} {
+		compatReplica(t, s.src, ns, "source-secret", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled", data)
+		eventually(t, converge, "ConfigMap mirror in "+ns, configMapIn(ns, "source-config-map", map[string]string{"key1": "value1"}))
+	}
+
+	// Nothing where the tools would not copy.
+	for _, miss := range []struct{ ns, name string }{
+		{nsX, "by-name"}, {excluded, "by-label"}, {myNS1, "by-label"}, {nsX, "source-secret"}, {myNS1, "source-secret"},
+	} {
+		consistently(t, quiet/4, "no "+miss.name+" in "+miss.ns, secretGone(miss.ns, miss.name))
+	}
+
+	// A change to the source reaches every copy; removing the annotation
+	// removes them, as it does with courier's own.
+	updateSecret(t, s.src, "source-secret", func(x *corev1.Secret) { x.Data["key1"] = []byte("value2") })
+	for _, ns := range []string{ns1, ns2} {
+		compatReplica(t, s.src, ns, "source-secret", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled", map[string][]byte{"key1": []byte("value2")})
+	}
+	updateSecret(t, s.src, "source-secret", func(x *corev1.Secret) {
+		delete(x.Annotations, "reflector.v1.k8s.emberstack.com/reflection-auto-enabled")
+	})
+	eventually(t, converge, "mirrors removed with auto-enabled", secretsGone("source-secret", ns1, ns2))
 }
