@@ -188,3 +188,84 @@ func TestCompatReplicatorAndReflectorSourcesReplicateAsTheyDocument(t *testing.T
 	})
 	eventually(t, converge, "mirrors removed with auto-enabled", secretsGone("source-secret", ns1, ns2))
 }
+
+// SPEC (--compat=replicator,reflector): an object that pulls from a source
+// (kubernetes-replicator's replicate-from, Reflector's reflects), annotated
+// as their READMEs show, is filled with the source's content only where the
+// source allows it the way that tool requires; it stays its owner's object
+// (type, labels, other annotations, kubectl's last-applied configuration
+// kept); a refusal is a PullRefused Event that writes nothing.
+func TestCompatPullsAreHonouredOnlyWhereTheSourceAllows(t *testing.T) {
+	s := setupReplication(t, "--compat=replicator,reflector")
+	ns3 := namedNamespace(t, "namespace-3", nil)
+	other := namedNamespace(t, "other-"+s.id, nil)
+	applied := `{"apiVersion":"v1","kind":"Secret"}`
+
+	// kubernetes-replicator: the README's source and target (source
+	// namespace ours, not "default").
+	createSecret(t, s.src, "some-secret",
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", "my-ns-1,namespace-[0-9]*"),
+		withData("key1", "value1"))
+	createSecret(t, ns3, "secret-replica",
+		withAnnotation("replicator.v1.mittwald.de/replicate-from", s.src+"/some-secret"),
+		withAnnotation("kubectl.kubernetes.io/last-applied-configuration", applied),
+		withLabel("team", "a"))
+	eventually(t, converge, "the target filled from the source", secretWhere(ns3, "secret-replica", func(r *corev1.Secret) bool {
+		return string(r.Data["key1"]) == "value1" && r.Labels["team"] == "a" && r.Labels[keyReplica] == "" &&
+			r.Annotations["kubectl.kubernetes.io/last-applied-configuration"] == applied &&
+			r.Annotations["courier.dev/pulled-from"] == s.src+"/some-secret" && r.Annotations["courier.dev/via"] == "replicator.v1.mittwald.de/replicate-from"
+	}))
+	updateSecret(t, s.src, "some-secret", func(x *corev1.Secret) { x.Data["key1"] = []byte("value2") })
+	eventually(t, converge, "a source change follows", secretIn(ns3, "secret-replica", map[string][]byte{"key1": []byte("value2")}))
+	updateSecret(t, ns3, "secret-replica", func(x *corev1.Secret) { x.Data["key1"] = []byte("edited") })
+	eventually(t, converge, "an edit is reverted", secretIn(ns3, "secret-replica", map[string][]byte{"key1": []byte("value2")}))
+	eventually(t, converge, "ReplicaReverted", eventWith(ns3, "secret-replica", "ReplicaReverted", s.src+"/some-secret"))
+
+	// The README's TLS target: its type stays, the source's keys fill it.
+	createSecret(t, s.src, "tls-source",
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", "namespace-[0-9]*"),
+		withData("tls.crt", "CRT"), withData("tls.key", "KEY"))
+	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls-target", Namespace: ns3,
+		Annotations: map[string]string{"replicator.v1.mittwald.de/replicate-from": s.src + "/tls-source"}},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.key": {}, "tls.crt": {}}}
+	if _, err := admin().CoreV1().Secrets(ns3).Create(t.Context(), tls, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, converge, "the TLS target filled", secretWhere(ns3, "tls-target", func(r *corev1.Secret) bool {
+		return r.Type == corev1.SecretTypeTLS && string(r.Data["tls.crt"]) == "CRT" && string(r.Data["tls.key"]) == "KEY"
+	}))
+
+	// Refused: a namespace the source does not allow, and a source without
+	// the allowed-namespaces list kubernetes-replicator requires.
+	createSecret(t, other, "denied", withAnnotation("replicator.v1.mittwald.de/replicate-from", s.src+"/some-secret"), withData("mine", "x"))
+	eventually(t, converge, "PullRefused for the namespace", eventWith(other, "denied", "PullRefused", "does not match namespace "+other))
+	createSecret(t, s.src, "no-list", withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"), withData("k", "v"))
+	createSecret(t, ns3, "wants-no-list", withAnnotation("replicator.v1.mittwald.de/replicate-from", s.src+"/no-list"), withData("mine", "x"))
+	eventually(t, converge, "PullRefused for the missing list", eventWith(ns3, "wants-no-list", "PullRefused", "replication-allowed-namespaces"))
+	for _, name := range []struct{ ns, name string }{{other, "denied"}, {ns3, "wants-no-list"}} {
+		consistently(t, quiet/4, name.name+" untouched", secretIn(name.ns, name.name, map[string][]byte{"mine": []byte("x")}))
+	}
+
+	// Reflector: the README's source and mirrors, Secret and ConfigMap.
+	createSecret(t, s.src, "source-secret",
+		withAnnotation("reflector.v1.k8s.emberstack.com/reflection-allowed", "true"),
+		withAnnotation("reflector.v1.k8s.emberstack.com/reflection-allowed-namespaces", "namespace-1,namespace-2,namespace-[0-9]*"),
+		withData("key1", "value1"))
+	createConfigMap(t, s.src, "source-config-map", map[string]string{
+		"reflector.v1.k8s.emberstack.com/reflection-allowed":            "true",
+		"reflector.v1.k8s.emberstack.com/reflection-allowed-namespaces": "namespace-1,namespace-2,namespace-[0-9]*",
+	}, map[string]string{"key1": "value1"})
+	createSecret(t, ns3, "mirror-secret", withAnnotation("reflector.v1.k8s.emberstack.com/reflects", s.src+"/source-secret"))
+	createConfigMap(t, ns3, "mirror-config-map", map[string]string{"reflector.v1.k8s.emberstack.com/reflects": s.src + "/source-config-map"}, nil)
+	eventually(t, converge, "the Secret mirror", secretIn(ns3, "mirror-secret", map[string][]byte{"key1": []byte("value1")}))
+	eventually(t, converge, "the ConfigMap mirror", configMapIn(ns3, "mirror-config-map", map[string]string{"key1": "value1"}))
+	createSecret(t, other, "mirror-secret", withAnnotation("reflector.v1.k8s.emberstack.com/reflects", s.src+"/source-secret"))
+	eventually(t, converge, "PullRefused for Reflector's list", eventWith(other, "mirror-secret", "PullRefused", "reflection-allowed-namespaces"))
+
+	// The source goes: what a target holds stays (as with Reflector).
+	deleteSecret(t, s.src, "source-secret")
+	eventually(t, converge, "PullRefused: source gone", eventWith(ns3, "mirror-secret", "PullRefused", "does not exist"))
+	consistently(t, quiet/4, "the mirror keeps its data", secretIn(ns3, "mirror-secret", map[string][]byte{"key1": []byte("value1")}))
+}

@@ -23,6 +23,10 @@ const (
 	// ReplicasBySource indexes replicas by their courier.dev/source
 	// annotation, "<namespace>/<name>".
 	ReplicasBySource = "courier.dev/replicas-by-source"
+	// PullsBySource indexes the objects that pull from a source through
+	// another tool's annotation (with --compat) by that source,
+	// "<namespace>/<name>".
+	PullsBySource = "courier.dev/pulls-by-source"
 )
 
 // ContentIndexers are the indexers every Secret and ConfigMap informer gets;
@@ -40,6 +44,16 @@ func ContentIndexers(allowed func(namespace string) bool, compat source.Compat) 
 			return []string{m.GetName()}, nil
 		},
 		ReplicasBySource: indexReplicasBySource,
+		PullsBySource: func(obj any) ([]string, error) {
+			m, err := metaOf(obj)
+			if err != nil {
+				return nil, err
+			}
+			if ref, via := source.PullFrom(m.GetAnnotations(), m.GetNamespace(), compat); via != "" {
+				return []string{ref}, nil
+			}
+			return nil, nil
+		},
 	}
 }
 

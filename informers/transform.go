@@ -17,22 +17,40 @@ import (
 // in, values included.
 const lastApplied = corev1.LastAppliedConfigAnnotation
 
-// KeepValues decides whether a Secret or ConfigMap keeps its values in the
-// cache: only sources, protected objects and their backups in an allowed source namespace.
-type KeepValues func(obj metav1.Object) bool
+// Keep is what the cache keeps of a Secret or ConfigMap.
+type Keep int
+
+const (
+	// Digests: its values are replaced by their digests (most objects).
+	Digests Keep = iota
+	// Values: its values, for it may be copied (sources, protected objects
+	// and their backups in an allowed source namespace; with --compat,
+	// sources that allow pulls).
+	Values
+	// Whole: values and kubectl's last-applied configuration, for courier
+	// updates it whole (with --compat, an object that pulls from a source).
+	Whole
+)
+
+// KeepValues decides what the cache keeps of a Secret or ConfigMap.
+type KeepValues func(obj metav1.Object) Keep
 
 // SourcesIn returns the KeepValues for the allowed source namespaces, and
 // courier's own namespace, where it keeps the key of its workload digests.
 func SourcesIn(allowed func(namespace string) bool, courierNamespace string, compat source.Compat) KeepValues {
-	return func(obj metav1.Object) bool {
-		if obj.GetNamespace() == courierNamespace && obj.GetLabels()[wellknown.DigestKey] == "true" {
-			return true
-		}
-		if !allowed(obj.GetNamespace()) {
-			return false
-		}
+	return func(obj metav1.Object) Keep {
 		a, l := obj.GetAnnotations(), obj.GetLabels()
-		return source.IsSource(a, compat) || l[wellknown.Protect] == "true" || l[wellknown.Backup] == "true"
+		if _, via := source.PullFrom(a, obj.GetNamespace(), compat); via != "" {
+			return Whole // in any namespace
+		}
+		if obj.GetNamespace() == courierNamespace && l[wellknown.DigestKey] == "true" {
+			return Values
+		}
+		if allowed(obj.GetNamespace()) &&
+			(source.IsSource(a, compat) || source.AllowsPulls(a, compat) || l[wellknown.Protect] == "true" || l[wellknown.Backup] == "true") {
+			return Values
+		}
+		return Digests
 	}
 }
 
@@ -42,30 +60,32 @@ func Transform(keep KeepValues) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *corev1.Secret:
-			trimMeta(&o.ObjectMeta)
-			if !keep(o) {
+			k := keep(o)
+			trimMeta(&o.ObjectMeta, k == Whole)
+			if k == Digests {
 				content.DigestSecret(o)
 			}
 		case *corev1.ConfigMap:
-			trimMeta(&o.ObjectMeta)
-			if !keep(o) {
+			k := keep(o)
+			trimMeta(&o.ObjectMeta, k == Whole)
+			if k == Digests {
 				content.DigestConfigMap(o)
 			}
 		case *corev1.Namespace:
-			trimMeta(&o.ObjectMeta)
+			trimMeta(&o.ObjectMeta, false)
 			o.Spec = corev1.NamespaceSpec{}
 			o.Status.Conditions = nil
 		case *appsv1.Deployment:
-			trimMeta(&o.ObjectMeta)
+			trimMeta(&o.ObjectMeta, false)
 			o.Status = appsv1.DeploymentStatus{}
 		case *appsv1.StatefulSet:
-			trimMeta(&o.ObjectMeta)
+			trimMeta(&o.ObjectMeta, false)
 			o.Status = appsv1.StatefulSetStatus{}
 		case *appsv1.DaemonSet:
-			trimMeta(&o.ObjectMeta)
+			trimMeta(&o.ObjectMeta, false)
 			o.Status = appsv1.DaemonSetStatus{}
 		case *batchv1.CronJob:
-			trimMeta(&o.ObjectMeta)
+			trimMeta(&o.ObjectMeta, false)
 			o.Status = batchv1.CronJobStatus{}
 		}
 		if _, t := workload.Of(obj); t != nil {
@@ -118,9 +138,11 @@ func configVolumes(vs []corev1.Volume) []corev1.Volume {
 	return out
 }
 
-func trimMeta(m *metav1.ObjectMeta) {
+// trimMeta drops what courier never reads: managed fields and, unless
+// keepApplied, kubectl's last-applied configuration.
+func trimMeta(m *metav1.ObjectMeta, keepApplied bool) {
 	m.ManagedFields = nil
-	if _, ok := m.Annotations[lastApplied]; ok {
+	if _, ok := m.Annotations[lastApplied]; ok && !keepApplied {
 		// The cache owns this object now (transforms run before it is
 		// stored), so it may be changed in place; the map may still be
 		// shared with the decoder's copy, so replace it rather than delete.
@@ -137,3 +159,4 @@ func without(m map[string]string, key string) map[string]string {
 	}
 	return out
 }
+

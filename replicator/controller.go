@@ -171,6 +171,12 @@ func (c *Controller) resync() {
 				c.queue.Add(key{Kind: kind, Namespace: s.meta.GetNamespace(), Name: name}, time.Time{})
 			}
 		}
+		for _, ref := range o.indexer.ListIndexFuncValues(informers.PullsBySource) {
+			pulls, _ := o.byIndex(informers.PullsBySource, ref)
+			for _, p := range pulls {
+				c.queue.Add(key{Kind: kind, Namespace: p.meta.GetNamespace(), Name: p.meta.GetName(), Pull: true}, time.Time{})
+			}
+		}
 		for _, ref := range o.indexer.ListIndexFuncValues(informers.ReplicasBySource) {
 			if ns, name, err := cache.SplitMetaNamespaceKey(ref); err == nil && ns != "" {
 				c.queue.Add(key{Kind: kind, Namespace: ns, Name: name}, time.Time{})
@@ -180,6 +186,9 @@ func (c *Controller) resync() {
 }
 
 func (c *Controller) sync(ctx context.Context, k key) error {
+	if k.Pull {
+		return c.syncPull(ctx, k)
+	}
 	if k.Target == "" {
 		return c.syncSource(k)
 	}
@@ -322,7 +331,8 @@ func courierMetaChanged(o, n metav1.Object) bool {
 }
 
 // enqueueClaims enqueues the pair of every source named like m for m's
-// namespace, and of the source m names as its own, if any.
+// namespace, and of the source m names as its own, if any; and the pulls m
+// takes part in.
 func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
 	now := c.clock.Now()
 	ns := m.GetNamespace()
@@ -332,6 +342,7 @@ func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
 		}
 	}
 	c.enqueueSourcesNamed(kind, m.GetName(), ns, now)
+	c.enqueuePulls(kind, m, now)
 }
 
 // enqueueAllSourcesFor enqueues the pair of every source for namespace ns.

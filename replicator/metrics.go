@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 	}
 	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.invalidAnnotations, m.latency, stateCollector{states})
 	kinds := []string{kindSecret, kindConfigMap}
-	metrics.Zero(m.writes, kinds, []string{opCreate, opUpdate, opDelete, opRecreate})
+	metrics.Zero(m.writes, kinds, []string{opCreate, opUpdate, opDelete, opRecreate, opPull})
 	for _, v := range []*prometheus.CounterVec{m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors} {
 		metrics.Zero(v, kinds)
 	}

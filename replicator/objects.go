@@ -57,9 +57,11 @@ type objects struct {
 	// replica builds the replica of src holding the keys spec says, with
 	// metadata m.
 	replica func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object
-	create  func(ctx context.Context, obj runtime.Object) error
-	update  func(ctx context.Context, obj runtime.Object) error
-	delete  func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	// pulled builds what an object pulling from src becomes (see syncPull).
+	pulled func(t, src *item, spec source.Spec, ours map[string]string) runtime.Object
+	create func(ctx context.Context, obj runtime.Object) error
+	update func(ctx context.Context, obj runtime.Object) error
+	delete func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
 // get returns the cached object, or nil when there is none.
@@ -97,6 +99,7 @@ func newSecrets(client kubernetes.Interface, indexer cache.Indexer) *objects {
 			s := obj.(*corev1.Secret)
 			return &item{obj: s, meta: s, typ: s.Type, immutable: isTrue(s.Immutable), entries: func() []content.Entry { return content.SecretEntries(s) }}
 		},
+		pulled: pulledSecret,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			s := src.obj.(*corev1.Secret)
 			return &corev1.Secret{ObjectMeta: m, Type: s.Type, Data: spec.SecretData(s.Data), Immutable: s.Immutable}
@@ -132,6 +135,7 @@ func newConfigMaps(client kubernetes.Interface, indexer cache.Indexer) *objects 
 			cm := obj.(*corev1.ConfigMap)
 			return &item{obj: cm, meta: cm, immutable: isTrue(cm.Immutable), entries: func() []content.Entry { return content.ConfigMapEntries(cm) }}
 		},
+		pulled: pulledConfigMap,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			cm := src.obj.(*corev1.ConfigMap)
 			return &corev1.ConfigMap{ObjectMeta: m, Data: spec.ConfigMapData(cm.Data), BinaryData: spec.SecretData(cm.BinaryData), Immutable: cm.Immutable}

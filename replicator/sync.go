@@ -41,10 +41,15 @@ type key struct {
 	Namespace string // the source's
 	Name      string
 	Target    string
+	// Pull: the object Namespace/Name pulls from a source (see syncPull).
+	Pull bool
 }
 
 func (k key) sourceRef() string { return k.Namespace + "/" + k.Name }
 func (k key) String() string {
+	if k.Pull {
+		return k.Kind + " " + k.sourceRef() + " (pull)"
+	}
 	if k.Target == "" {
 		return k.Kind + " " + k.sourceRef()
 	}

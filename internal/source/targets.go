@@ -58,6 +58,12 @@ func IsSource(annotations map[string]string, compat Compat) bool {
 		(compat.Reflector && isTrue(annotations[ReflectorAllowed]) && isTrue(annotations[ReflectorAutoEnabled]))
 }
 
+// AllowsPulls reports whether annotations let targets pull from the object
+// (another tool's pull permission, with compat).
+func AllowsPulls(annotations map[string]string, compat Compat) bool {
+	return (compat.Replicator && isTrue(annotations[MittwaldAllowed])) || (compat.Reflector && isTrue(annotations[ReflectorAllowed]))
+}
+
 // TargetsOf reads where a source's replicas go. courier's own replicate-to
 // wins over the other tools' annotations; of those, kubernetes-replicator's
 // win over Reflector's. An invalid value is an error naming it.

@@ -33,6 +33,10 @@ const (
 	// Via (annotation, on a replica made through another tool's annotation
 	// under --compat) names that annotation.
 	Via = Prefix + "via"
+	// PulledFrom (annotation, on an object that pulls from a source through
+	// another tool's annotation under --compat) is "<namespace>/<name>" of
+	// the source courier filled it from.
+	PulledFrom = Prefix + "pulled-from"
 	// Replication (label, on a namespace) set to "disabled" excludes it.
 	Replication = Prefix + "replication"
 

@@ -1,0 +1,143 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// ReasonPullRefused is the Warning Event on an object whose pull annotation
+// (kubernetes-replicator's replicate-from, Reflector's reflects) courier
+// does not honour, saying why.
+const ReasonPullRefused = "PullRefused"
+
+// opPull counts the writes that fill an object pulling from a source.
+const opPull = "pull"
+
+// enqueuePulls enqueues the pull of m, if m pulls from a source, and of
+// every object pulling from m.
+func (c *Controller) enqueuePulls(kind string, m metav1.Object, seen time.Time) {
+	if _, via := source.PullFrom(m.GetAnnotations(), m.GetNamespace(), c.opts.Compat); via != "" {
+		c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Pull: true}, seen)
+	}
+	pulls, _ := c.objects[kind].byIndex(informers.PullsBySource, m.GetNamespace()+"/"+m.GetName())
+	for _, p := range pulls {
+		c.enqueue(key{Kind: kind, Namespace: p.meta.GetNamespace(), Name: p.meta.GetName(), Pull: true}, seen)
+	}
+}
+
+// syncPull fills the object k names with the content of the source its
+// pull annotation names, when that source allows it the way the other tool
+// requires. It keeps the object's type, labels and other annotations: the
+// object stays its owner's; courier only keeps its content equal to the
+// source's. A refusal writes nothing and says why on the object.
+func (c *Controller) syncPull(ctx context.Context, k key) error {
+	seen, _ := c.queue.Take(k)
+	o := c.objects[k.Kind]
+	t, err := o.get(k.Namespace, k.Name)
+	if err != nil || t == nil {
+		return err
+	}
+	ref, via := source.PullFrom(t.meta.GetAnnotations(), k.Namespace, c.opts.Compat)
+	if via == "" || t.meta.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	src, why := c.pullSource(k, o, t, ref, via)
+	if why != "" {
+		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
+			"%s=%q is not honoured: %s. Nothing is written to this %s until that changes", via, ref, why, k.Kind))
+		return nil
+	}
+	spec, err := source.Parse(src.meta.GetAnnotations())
+	if err != nil {
+		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
+			"%s=%q is not honoured: the source's %v. Nothing is written to this %s until that changes", via, ref, err, k.Kind))
+		return nil
+	}
+	hash := c.hash(src, spec)
+	a := t.meta.GetAnnotations()
+	held := content.Hash(t.entries())
+	if held == hash && a[wellknown.ContentHash] == hash && a[wellknown.PulledFrom] == ref && a[wellknown.Via] == via {
+		return nil
+	}
+	// Changed since courier filled it from this source: someone else wrote it.
+	reverted := a[wellknown.PulledFrom] == ref && a[wellknown.ContentHash] != held
+	ours := map[string]string{wellknown.PulledFrom: ref, wellknown.ContentHash: hash, wellknown.Via: via}
+	err = c.write(k, seen, opPull, func() error { return o.update(ctx, o.pulled(t, src, spec, ours)) })
+	if err == nil && reverted {
+		c.metrics.reverts.WithLabelValues(k.Kind).Inc()
+		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonReplicaReverted, fmt.Sprintf(
+			"this %s pulls from %s (%s) and was changed by someone other than courier; it has been reverted to the source's content. Change the source instead, or remove %s",
+			k.Kind, ref, via, via))
+	}
+	return err
+}
+
+// pullSource returns the source t pulls from, or why courier does not
+// honour the pull.
+func (c *Controller) pullSource(k key, o *objects, t *item, ref, via string) (*item, string) {
+	srcNS, srcName, err := cache.SplitMetaNamespaceKey(ref)
+	switch {
+	case err != nil || srcNS == "" || srcName == "":
+		return nil, "the value must be <namespace>/<name>"
+	case srcNS == k.Namespace && srcName == k.Name:
+		return nil, "it names this object itself"
+	case markedAsReplica(t.meta) || c.isSourceMeta(t.meta):
+		return nil, "this object is a courier replica or a source itself"
+	case !c.opts.SourceNamespaces.Match(srcNS):
+		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
+	case t.immutable:
+		return nil, "this object is immutable; delete it and create it again without immutable"
+	}
+	src, err := o.get(srcNS, srcName)
+	switch {
+	case err != nil || src == nil:
+		return nil, fmt.Sprintf("the source %s %s does not exist; what this object holds stays as it is", k.Kind, ref)
+	case src.typ == corev1.SecretTypeServiceAccountToken:
+		return nil, fmt.Sprintf("%s Secrets are never copied", corev1.SecretTypeServiceAccountToken)
+	}
+	if ok, why := source.PullAllowed(src.meta.GetAnnotations(), via, k.Namespace); !ok {
+		return nil, why
+	}
+	if content.IsDigested(src.meta) {
+		return nil, "courier does not hold the source's values yet" // the cache catches up; its update enqueues this again
+	}
+	return src, ""
+}
+
+// pulledSecret and pulledConfigMap are what an object pulling from src
+// becomes: its own metadata (plus ours) and type, src's content.
+func pulledSecret(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
+	s := t.obj.(*corev1.Secret).DeepCopy()
+	s.Data = spec.SecretData(src.obj.(*corev1.Secret).Data)
+	s.Annotations = withAnnotations(s.Annotations, ours)
+	return s
+}
+
+func pulledConfigMap(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
+	cm := t.obj.(*corev1.ConfigMap).DeepCopy()
+	from := src.obj.(*corev1.ConfigMap)
+	cm.Data, cm.BinaryData = spec.ConfigMapData(from.Data), spec.SecretData(from.BinaryData)
+	cm.Annotations = withAnnotations(cm.Annotations, ours)
+	return cm
+}
+
+func withAnnotations(a, ours map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, ours)
+	return out
+}
