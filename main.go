@@ -33,6 +33,7 @@ import (
 	"github.com/courier-k8s/courier/internal/config"
 	"github.com/courier-k8s/courier/internal/leader"
 	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/migrate"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/version"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -45,6 +46,8 @@ func main() {
 		switch os.Args[1] {
 		case "status":
 			os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		case "migrate":
+			os.Exit(migrate.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 		case "version", "--version", "-version":
 			fmt.Println(version.Get())
 			return

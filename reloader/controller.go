@@ -234,7 +234,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			before := entriesOf(oldObj)
 			contentChanged := content.Hash(before) != content.Hash(entriesOf(newObj))
 			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] ||
-				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{stakaterMatch, stakaterIgnore}))
+				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{StakaterMatch, StakaterIgnore}))
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}

@@ -11,10 +11,10 @@ import (
 // Stakater Reloader's annotations, honoured with --compat=reloader the way
 // Reloader reads them (its ShouldReload): see docs/migrating.md.
 const (
-	stakaterAuto   = "reloader.stakater.com/auto"
-	stakaterSearch = "reloader.stakater.com/search"
-	stakaterMatch  = "reloader.stakater.com/match"
-	stakaterIgnore = "reloader.stakater.com/ignore"
+	StakaterAuto   = "reloader.stakater.com/auto"
+	StakaterSearch = "reloader.stakater.com/search"
+	StakaterMatch  = "reloader.stakater.com/match"
+	StakaterIgnore = "reloader.stakater.com/ignore"
 )
 
 // stakaterPrefix is "secret" or "configmap": the first label of Reloader's
@@ -26,30 +26,30 @@ func stakaterPrefix(kind string) string {
 	return "configmap"
 }
 
-func stakaterTypedAuto(kind string) string {
+func StakaterTypedAuto(kind string) string {
 	return stakaterPrefix(kind) + ".reloader.stakater.com/auto"
 }
-func stakaterTypedReload(kind string) string {
+func StakaterTypedReload(kind string) string {
 	return stakaterPrefix(kind) + ".reloader.stakater.com/reload"
 }
-func stakaterExclude(kind string) string {
+func StakaterExclude(kind string) string {
 	return stakaterPrefix(kind) + "s.exclude.reloader.stakater.com/reload"
 }
 
-// stakaterVerdict is what Reloader's annotations say of one consumed input.
-type stakaterVerdict int
+// StakaterVerdict is what Reloader's annotations say of one consumed input.
+type StakaterVerdict int
 
 const (
-	stakaterSilent  stakaterVerdict = iota // they say nothing
-	stakaterReload                         // they opt the workload in for it
-	stakaterBlocked                        // they keep --reload-all from covering it
+	StakaterSilent  StakaterVerdict = iota // they say nothing
+	StakaterReload                         // they opt the workload in for it
+	StakaterBlocked                        // they keep --reload-all from covering it
 )
 
-// stakaterAnnotations picks the annotations Reloader reads a workload's
+// StakaterAnnotations picks the annotations Reloader reads a workload's
 // opt-ins from, for inputs of kind: the workload's own when any of the four
 // opt-in keys is there, else its pod template's (all or nothing, per kind).
-func stakaterAnnotations(kind string, workload, template map[string]string) map[string]string {
-	for _, k := range []string{stakaterTypedReload(kind), stakaterSearch, stakaterAuto, stakaterTypedAuto(kind)} {
+func StakaterAnnotations(kind string, workload, template map[string]string) map[string]string {
+	for _, k := range []string{StakaterTypedReload(kind), StakaterSearch, StakaterAuto, StakaterTypedAuto(kind)} {
 		if _, ok := workload[k]; ok {
 			return workload
 		}
@@ -57,22 +57,22 @@ func stakaterAnnotations(kind string, workload, template map[string]string) map[
 	return template
 }
 
-// stakater decides for the input kind/name (whose annotations, or its
+// Stakater decides for the input kind/name (whose annotations, or its
 // source's for a replica, are input; nil when it does not exist) what
 // Reloader's annotations on the workload (workload, template) say. Items of
 // a reload list that are not valid regular expressions are returned, so the
 // caller can report them.
-func stakater(kind, name string, workload, template map[string]string, input func(key string) string, reloadAll bool) (v stakaterVerdict, badPatterns []string) {
-	if input(stakaterIgnore) == "true" {
-		return stakaterBlocked, nil
+func Stakater(kind, name string, workload, template map[string]string, input func(key string) string, reloadAll bool) (v StakaterVerdict, badPatterns []string) {
+	if input(StakaterIgnore) == "true" {
+		return StakaterBlocked, nil
 	}
-	for _, ex := range strings.Split(workload[stakaterExclude(kind)], ",") {
+	for _, ex := range strings.Split(workload[StakaterExclude(kind)], ",") {
 		if strings.TrimSpace(ex) == name {
-			return stakaterBlocked, nil
+			return StakaterBlocked, nil
 		}
 	}
-	a := stakaterAnnotations(kind, workload, template)
-	for _, item := range strings.Split(a[stakaterTypedReload(kind)], ",") {
+	a := StakaterAnnotations(kind, workload, template)
+	for _, item := range strings.Split(a[StakaterTypedReload(kind)], ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
@@ -82,23 +82,23 @@ func stakater(kind, name string, workload, template map[string]string, input fun
 			continue
 		}
 		if re.MatchString(name) {
-			return stakaterReload, badPatterns
+			return StakaterReload, badPatterns
 		}
 	}
-	if a[stakaterSearch] == "true" && input(stakaterMatch) == "true" {
-		return stakaterReload, badPatterns
+	if a[StakaterSearch] == "true" && input(StakaterMatch) == "true" {
+		return StakaterReload, badPatterns
 	}
-	auto, autoSet := a[stakaterAuto]
-	typed, typedSet := a[stakaterTypedAuto(kind)]
+	auto, autoSet := a[StakaterAuto]
+	typed, typedSet := a[StakaterTypedAuto(kind)]
 	if isTrue(auto) || isTrue(typed) {
-		return stakaterReload, badPatterns
+		return StakaterReload, badPatterns
 	}
 	if reloadAll && (autoSet || typedSet) {
 		// Reloader's --auto-reload-all skips a workload whose auto is set
 		// to anything but true.
-		return stakaterBlocked, badPatterns
+		return StakaterBlocked, badPatterns
 	}
-	return stakaterSilent, badPatterns
+	return StakaterSilent, badPatterns
 }
 
 // isTrue reads a boolean as Reloader does (strconv.ParseBool).
@@ -110,9 +110,9 @@ func isTrue(v string) bool {
 // stakaterKeys are the workload annotations whose change makes the reloader
 // look at a workload again, for both kinds.
 var stakaterKeys = []string{
-	stakaterAuto, stakaterSearch,
-	stakaterTypedAuto(wellknown.KindSecret), stakaterTypedReload(wellknown.KindSecret), stakaterExclude(wellknown.KindSecret),
-	stakaterTypedAuto(wellknown.KindConfigMap), stakaterTypedReload(wellknown.KindConfigMap), stakaterExclude(wellknown.KindConfigMap),
+	StakaterAuto, StakaterSearch,
+	StakaterTypedAuto(wellknown.KindSecret), StakaterTypedReload(wellknown.KindSecret), StakaterExclude(wellknown.KindSecret),
+	StakaterTypedAuto(wellknown.KindConfigMap), StakaterTypedReload(wellknown.KindConfigMap), StakaterExclude(wellknown.KindConfigMap),
 }
 
 // changed reports whether a and b differ at any of keys.

@@ -346,14 +346,14 @@ func (c *Controller) observe(k key, obj any, dg digester) observed {
 	var badPatterns []string
 	for _, ref := range inputs.Of(&tmpl.Spec) {
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
-		verdict := stakaterSilent
+		verdict := StakaterSilent
 		if c.opts.Compat {
 			var bad []string
-			verdict, bad = stakater(ref.Kind, ref.Name, a, tmpl.Annotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
+			verdict, bad = Stakater(ref.Kind, ref.Name, a, tmpl.Annotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
 			badPatterns = append(badPatterns, bad...)
 		}
 		own := a[wellknown.Reload] == "true" || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
-		if !(own || verdict == stakaterReload || (c.opts.ReloadAll && verdict != stakaterBlocked)) {
+		if !(own || verdict == StakaterReload || (c.opts.ReloadAll && verdict != StakaterBlocked)) {
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional

@@ -64,9 +64,9 @@ func Parse(annotations map[string]string) (Spec, error) {
 	return s, nil
 }
 
-// items splits a comma-separated list, trimming blanks and dropping empty
+// Items splits a comma-separated list, trimming blanks and dropping empty
 // items.
-func items(v string) []string {
+func Items(v string) []string {
 	var out []string
 	for _, it := range strings.Split(v, ",") {
 		if it = strings.TrimSpace(it); it != "" {
@@ -77,7 +77,7 @@ func items(v string) []string {
 }
 
 func parseKeys(v string) ([]string, error) {
-	keys := items(v)
+	keys := Items(v)
 	if len(keys) == 0 {
 		return nil, &Error{wellknown.ReplicateKeys, v, `lists no key; list the keys to copy, e.g. "ca.crt, tls.crt", or remove the annotation to copy every key`}
 	}
@@ -92,7 +92,7 @@ func parseKeys(v string) ([]string, error) {
 
 func parseCopy(annotation, v string) (Copy, error) {
 	c := Copy{}
-	for _, it := range items(v) {
+	for _, it := range Items(v) {
 		bad := func(problem string) (Copy, error) {
 			return Copy{}, &Error{annotation, v, fmt.Sprintf("%q %s; list exact keys such as argocd.argoproj.io/secret-type, or prefixes such as example.com/*", it, problem)}
 		}

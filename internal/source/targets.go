@@ -195,7 +195,7 @@ func reflectorPattern(item string) string { return "^(?:" + item + ")$" }
 
 func patterns(annotation, v string, anchor func(string) string) ([]*regexp.Regexp, error) {
 	var out []*regexp.Regexp
-	for _, item := range items(v) {
+	for _, item := range Items(v) {
 		re, err := regexp.Compile(anchor(item))
 		if err != nil {
 			return nil, fmt.Errorf("%s=%q: %q is not a valid regular expression: %w", annotation, v, item, err)

@@ -1,0 +1,191 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/status"
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// Main is `courier migrate`. It returns the exit code: 0, 1 when the
+// cluster could not be read or written, 2 on bad flags.
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("courier migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var kubeconfig, namespace, sourceNS, output string
+	var reloadAll, apply bool
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
+	fs.StringVar(&namespace, "namespace", config.DefaultNamespace, "courier's namespace, the default source namespace")
+	fs.StringVar(&sourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
+	fs.BoolVar(&reloadAll, "reload-all", false, "as courier's flag (and Reloader's --auto-reload-all)")
+	fs.BoolVar(&apply, "apply", false, "add the courier annotations to the objects (the other tools' annotations are never removed)")
+	fs.StringVar(&output, "o", "table", "output format: table or json")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: courier migrate [flags]\n\nLists every object carrying Stakater Reloader's, kubernetes-replicator's or Reflector's annotations,\nthe courier.dev annotations that mean the same, and what courier cannot honour and why.\nWith --apply it adds the courier annotations. Give it the flags (or COURIER_* variables) courier runs with.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := config.ApplyEnv(fs, getenv); err != nil {
+		fmt.Fprintf(stderr, "courier migrate: %v\n", err)
+		return 2
+	}
+	src, _, err := config.NamespaceGlobs(sourceNS, "", namespace)
+	if err == nil && output != "table" && output != "json" {
+		err = fmt.Errorf("-o %q: want table or json", output)
+	}
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "courier migrate: %v\n", err)
+		return 2
+	}
+	if err := run(context.Background(), kubeconfig, Options{SourceNamespaces: src, ReloadAll: reloadAll}, apply, output, stdout); err != nil {
+		fmt.Fprintf(stderr, "courier migrate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, kubeconfig string, o Options, apply bool, output string, w io.Writer) error {
+	cfg, err := config.RestConfig(config.Options{Kubeconfig: kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := status.Collect(ctx, client, meta, source.Compat{})
+	if err != nil {
+		return err
+	}
+	r := Plan(c, o)
+	var applyErr error
+	if apply {
+		applyErr = r.Apply(ctx, client)
+	}
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else if err := r.WriteTable(w, apply); err != nil {
+		return err
+	}
+	return applyErr
+}
+
+// Apply adds each object's courier annotations with a merge patch, as field
+// manager courier-migrate; nothing else of the object changes.
+func (r *Report) Apply(ctx context.Context, client kubernetes.Interface) error {
+	var errs []error
+	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager + "-migrate"}
+	for i := range r.Objects {
+		obj := &r.Objects[i]
+		if len(obj.Add) == 0 {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": obj.Add}})
+		ns, name, pt := obj.Namespace, obj.Name, types.MergePatchType
+		var err error
+		switch obj.Kind {
+		case wellknown.KindSecret:
+			_, err = client.CoreV1().Secrets(ns).Patch(ctx, name, pt, patch, opts)
+		case wellknown.KindConfigMap:
+			_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx, name, pt, patch, opts)
+		case "Deployment":
+			_, err = client.AppsV1().Deployments(ns).Patch(ctx, name, pt, patch, opts)
+		case "StatefulSet":
+			_, err = client.AppsV1().StatefulSets(ns).Patch(ctx, name, pt, patch, opts)
+		case "DaemonSet":
+			_, err = client.AppsV1().DaemonSets(ns).Patch(ctx, name, pt, patch, opts)
+		case "CronJob":
+			_, err = client.BatchV1().CronJobs(ns).Patch(ctx, name, pt, patch, opts)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s/%s: %w", obj.Kind, ns, name, err))
+			continue
+		}
+		obj.Applied = true
+	}
+	return errors.Join(errs...)
+}
+
+// WriteTable writes one line per object and one per annotation courier
+// cannot honour.
+func (r Report) WriteTable(w io.Writer, applied bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.Objects) == 0 {
+		fmt.Fprintln(tw, "No object carries Stakater Reloader's, kubernetes-replicator's or Reflector's annotations.")
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "OBJECT\tTHEIR ANNOTATIONS\tCOURIER ANNOTATIONS")
+	n := 0
+	for _, o := range r.Objects {
+		add := pairs(o.Add)
+		switch {
+		case add == "":
+			add = "-"
+		case applied && o.Applied:
+			add += " (added)"
+		case applied:
+			add += " (NOT added: see the error)"
+		}
+		if o.Applied {
+			n++
+		}
+		fmt.Fprintf(tw, "%s %s/%s\t%s\t%s\n", o.Kind, o.Namespace, o.Name, pairs(o.Found), add)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "OBJECT\tNOT HONOURED AS THERE\tWHY")
+	for _, o := range r.Objects {
+		for _, nh := range o.NotHonoured {
+			fmt.Fprintf(tw, "%s %s/%s\t%s\t%s\n", o.Kind, o.Namespace, o.Name, nh.Annotation, nh.Why)
+		}
+	}
+	if applied {
+		fmt.Fprintf(tw, "\nAnnotations added to %d objects; the other tools' annotations are left in place.\n", n)
+	} else {
+		fmt.Fprintln(tw, "\nNothing was changed; run again with --apply to add the courier annotations.")
+	}
+	return tw.Flush()
+}
+
+func pairs(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + strings.TrimSpace(m[k])
+	}
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,320 @@
+// Package migrate is `courier migrate`: it finds every object carrying the
+// annotations of Stakater Reloader, kubernetes-replicator or Reflector, says
+// which courier.dev annotations mean the same (and, with --apply, adds them,
+// never removing the old ones), and says what courier cannot honour and why.
+package migrate
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/status"
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
+	"github.com/courier-k8s/courier/reloader"
+)
+
+// Report is what `courier migrate` prints.
+type Report struct {
+	Objects []Object `json:"objects"`
+}
+
+// Object is one object carrying another tool's annotations.
+type Object struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Found are the other tools' annotations it carries.
+	Found map[string]string `json:"found"`
+	// Add are the courier annotations that mean the same.
+	Add map[string]string `json:"add,omitempty"`
+	// NotHonoured says, per annotation, what courier does not do as the
+	// other tool does, and why.
+	NotHonoured []Note `json:"notHonoured,omitempty"`
+	// Applied: --apply added Add.
+	Applied bool `json:"applied,omitempty"`
+}
+
+// Note is one annotation courier cannot honour as its tool does.
+type Note struct {
+	Annotation string `json:"annotation"`
+	Why        string `json:"why"`
+}
+
+// Options are the daemon's flags the mapping depends on.
+type Options struct {
+	SourceNamespaces globs.List
+	ReloadAll        bool
+}
+
+// toolPrefixes are the key prefixes of the tools courier reads.
+var toolPrefixes = []string{"reloader.stakater.com/", ".reloader.stakater.com/", source.MittwaldPrefix, source.ReflectorPrefix}
+
+func found(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		for _, p := range toolPrefixes {
+			if strings.HasPrefix(k, p) || (strings.HasPrefix(p, ".") && strings.Contains(k, p)) {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// Plan maps what c holds. It reads nothing and writes nothing.
+func Plan(c status.Cluster, o Options) Report {
+	var r Report
+	names := make([]string, 0, len(c.Namespaces))
+	for _, ns := range c.Namespaces {
+		names = append(names, ns.Name)
+	}
+	byName := map[string]metav1.Object{}
+	for _, obj := range c.Objects {
+		byName[obj.Kind+"/"+obj.Meta.GetNamespace()+"/"+obj.Meta.GetName()] = obj.Meta
+	}
+	for _, obj := range c.Objects {
+		if f := found(obj.Meta.GetAnnotations()); len(f) > 0 {
+			r.Objects = append(r.Objects, planContent(obj.Kind, obj.Meta, f, names, o))
+		}
+	}
+	for _, w := range c.Workloads {
+		_, tmpl := workload.Of(w.Meta)
+		f := found(w.Meta.GetAnnotations())
+		maps.Copy(f, found(tmpl.Annotations))
+		if len(f) > 0 {
+			r.Objects = append(r.Objects, planWorkload(w, tmpl, f, byName, o))
+		}
+	}
+	slices.SortFunc(r.Objects, func(a, b Object) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+	})
+	return r
+}
+
+func (obj *Object) note(annotation, why string) {
+	obj.NotHonoured = append(obj.NotHonoured, Note{annotation, why})
+}
+
+func (obj *Object) add(key, value string, existing map[string]string) {
+	if v, ok := existing[key]; ok {
+		if v != value {
+			obj.note(key, "already set to "+strconv.Quote(v)+"; the other tool's annotations would mean "+strconv.Quote(value)+", which is not written over it")
+		}
+		return
+	}
+	if obj.Add == nil {
+		obj.Add = map[string]string{}
+	}
+	obj.Add[key] = value
+}
+
+// planContent maps a Secret's or ConfigMap's annotations.
+func planContent(kind string, m metav1.Object, f map[string]string, namespaces []string, o Options) Object {
+	obj := Object{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Found: f}
+	a := m.GetAnnotations()
+	all := source.Compat{Replicator: true, Reflector: true}
+	if tool := source.CopiedBy(a); tool != "" {
+		obj.note(firstOf(f, source.MittwaldReplicatedFromVersion, source.ReflectorReflects),
+			"a copy "+tool+" made (unless it also pulls): courier leaves it and reports a ReplicaConflict for it; once "+tool+" no longer runs, delete it and courier creates its replica")
+	}
+	if ref, via := source.PullFrom(a, m.GetNamespace(), all); via != "" {
+		obj.note(via, "a pull from "+ref+": courier honours it only with --compat (courier.dev/ has no pull: sources push). Keep --compat for it, or, where it has its source's name, let the source select this namespace in courier.dev/replicate-to")
+	}
+	if source.IsSource(a, all) {
+		planSource(&obj, a, namespaces, o)
+	} else if source.AllowsPulls(a, all) {
+		obj.note(firstOf(f, source.MittwaldAllowed, source.ReflectorAllowed), "lets objects pull from it: read with --compat for them; there is nothing to add")
+	}
+	for k := range f {
+		switch k {
+		case reloader.StakaterMatch:
+			obj.note(k, "read for the workloads that search: courier.dev/reload-on on each names this object")
+		case reloader.StakaterIgnore:
+			obj.note(k, "courier has no per-object opt-out: the courier.dev/reload-on this migration writes on workloads leaves this object out (courier.dev/reload: \"true\" on a workload would not)")
+		case source.MittwaldPrefix + "strip-labels", source.MittwaldPrefix + "strip-annotations":
+			obj.note(k, "courier copies no labels or annotations unless courier.dev/copy-labels or copy-annotations lists them")
+		case source.MittwaldPrefix + "keep-owner-references":
+			obj.note(k, "courier never copies owner references (the owner lives in the source's namespace)")
+		case source.ReflectorPrefix + "reflection-allowed-namespaces-selector", source.ReflectorPrefix + "reflection-auto-namespaces-selector":
+			obj.note(k, "not read by courier: add the selector to courier.dev/replicate-to instead")
+		}
+	}
+	return obj
+}
+
+// planSource maps a push source's annotations to courier.dev/replicate-to.
+func planSource(obj *Object, a map[string]string, namespaces []string, o Options) {
+	if !o.SourceNamespaces.Match(obj.Namespace) {
+		obj.note(firstOf(obj.Found, source.MittwaldReplicateTo, source.MittwaldReplicateToMatching, source.ReflectorAutoEnabled),
+			"namespace "+obj.Namespace+" is not in --source-namespaces: courier ignores this source (SourceNotAllowed) until it is")
+	}
+	if _, ok := a[wellknown.ReplicateTo]; ok {
+		return // courier's own key already decides; the other tools' are not read
+	}
+	to, hasTo := a[source.MittwaldReplicateTo]
+	matching, hasMatching := a[source.MittwaldReplicateToMatching]
+	switch {
+	case hasTo && hasMatching:
+		obj.note(source.MittwaldReplicateTo, "with replicate-to-matching it means the union of names and a label selector, which one courier.dev/replicate-to selector cannot say: label the named namespaces and select by label")
+	case hasMatching:
+		obj.add(wellknown.ReplicateTo, strings.TrimSpace(matching), a)
+	case hasTo:
+		obj.add(wellknown.ReplicateTo, byName(obj, source.MittwaldReplicateTo, source.Items(to), func(ns string) bool { return match(a, ns) }, namespaces), a)
+	default: // Reflector's automatic mirrors
+		allowed, auto := a[source.ReflectorAllowedNamespaces], a[source.ReflectorAutoNamespaces]
+		if strings.TrimSpace(allowed) == "" && strings.TrimSpace(auto) == "" {
+			obj.add(wellknown.ReplicateTo, "*", a)
+			return
+		}
+		items := source.Items(allowed)
+		if strings.TrimSpace(allowed) == "" || (strings.TrimSpace(auto) != "" && !plain(items)) {
+			items = source.Items(auto)
+		}
+		obj.add(wellknown.ReplicateTo, byName(obj, source.ReflectorAutoEnabled, items, func(ns string) bool { return match(a, ns) }, namespaces), a)
+	}
+}
+
+// match reports whether the source's own annotations target ns by name.
+func match(a map[string]string, ns string) bool {
+	t, err := source.TargetsOf(a, source.Compat{Replicator: true, Reflector: true})
+	return err == nil && t.Matches(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// byName is the selector of the namespaces a name list means: the names
+// themselves when they are plain, else the namespaces that match now.
+func byName(obj *Object, annotation string, items []string, matches func(string) bool, namespaces []string) string {
+	var names []string
+	if plain(items) {
+		for _, it := range items {
+			if matches(it) {
+				names = append(names, it)
+			}
+		}
+	} else {
+		for _, ns := range namespaces {
+			if ns != obj.Namespace && matches(ns) {
+				names = append(names, ns)
+			}
+		}
+		obj.note(annotation, "its patterns are written out as the namespaces that match now; a namespace created later that matches is not covered: label such namespaces and select by label instead")
+	}
+	sort.Strings(names)
+	names = slices.Compact(names)
+	return wellknown.NamespaceName + " in (" + strings.Join(names, ",") + ")"
+}
+
+// plain reports whether every item is a namespace name, not a pattern.
+func plain(items []string) bool {
+	for _, it := range items {
+		if len(validation.IsDNS1123Label(it)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func firstOf(f map[string]string, keys ...string) string {
+	for _, k := range keys {
+		if _, ok := f[k]; ok {
+			return k
+		}
+	}
+	return keys[0]
+}
+
+// planWorkload maps Reloader's annotations on a workload: the inputs
+// Reloader would roll it for, as courier reads them (reloader.Stakater).
+func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]string, byName map[string]metav1.Object, o Options) Object {
+	m := w.Meta
+	obj := Object{Kind: w.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), Found: f}
+	a := m.GetAnnotations()
+	for _, k := range []string{wellknown.Reload, wellknown.ReloadOn} {
+		if _, ok := a[k]; ok {
+			obj.note(k, "the workload already carries courier's opt-ins, which courier reads alongside Reloader's; nothing is added")
+			return obj
+		}
+	}
+	refs := inputs.Of(w.Spec)
+	var reloaded []string
+	blocked := 0
+	for _, ref := range refs {
+		in := byName[ref.Kind+"/"+obj.Namespace+"/"+ref.Name]
+		inputAnnotation := func(k string) string {
+			if in == nil {
+				return ""
+			}
+			return in.GetAnnotations()[k]
+		}
+		v, bad := reloader.Stakater(ref.Kind, ref.Name, a, tmpl.Annotations, inputAnnotation, o.ReloadAll)
+		for _, b := range bad {
+			obj.note(reloader.StakaterTypedReload(ref.Kind), strconv.Quote(b)+" is not a valid regular expression; Reloader and courier skip it")
+		}
+		switch v {
+		case reloader.StakaterReload:
+			reloaded = append(reloaded, ref.ID())
+		case reloader.StakaterBlocked:
+			blocked++
+		}
+	}
+	switch {
+	case len(reloaded) > 0 && len(reloaded) == len(refs) &&
+		isTrue(reloader.StakaterAnnotations(wellknown.KindSecret, a, tmpl.Annotations)[reloader.StakaterAuto]) &&
+		isTrue(reloader.StakaterAnnotations(wellknown.KindConfigMap, a, tmpl.Annotations)[reloader.StakaterAuto]):
+		obj.add(wellknown.Reload, "true", a)
+	case len(reloaded) > 0:
+		obj.add(wellknown.ReloadOn, strings.Join(reloaded, ", "), a)
+		if o.ReloadAll && blocked < len(refs)-len(reloaded) {
+			obj.note(reloader.StakaterAuto, "under --reload-all courier also reloads it for the inputs not listed")
+		}
+	case blocked > 0 && blocked == len(refs) && o.ReloadAll:
+		obj.add(wellknown.Reload, "false", a)
+	}
+	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {
+		key := reloader.StakaterTypedReload(kind)
+		for _, it := range source.Items(reloader.StakaterAnnotations(kind, a, tmpl.Annotations)[key]) {
+			if len(validation.IsDNS1123Subdomain(it)) > 0 {
+				obj.note(key, strconv.Quote(it)+" is a pattern: written out as the objects the workload consumes now")
+			} else if !consumes(refs, kind, it) {
+				obj.note(key, "names "+it+", which no container consumes: Reloader would roll the workload for it anyway, courier reloads consumers only")
+			}
+		}
+	}
+	for k := range f {
+		switch {
+		case k == "reloader.stakater.com/rollout-strategy", strings.HasSuffix(k, "reloader.stakater.com/pause-period"):
+			obj.note(k, "courier always rolls out through the workload's own strategy (courier.dev/config-hash in the pod template); there is no restart or pause mode")
+		case strings.HasPrefix(k, "secretproviderclass."):
+			obj.note(k, "courier does not watch CSI SecretProviderClasses")
+		}
+	}
+	if obj.Add == nil && len(obj.NotHonoured) == 0 {
+		obj.note(firstOf(f, reloader.StakaterAuto, reloader.StakaterSearch), "opts the workload in for none of what it consumes now; nothing to add")
+	}
+	return obj
+}
+
+func consumes(refs []inputs.Ref, kind, name string) bool {
+	for _, r := range refs {
+		if r.Kind == kind && r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
