@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -60,12 +63,23 @@ func TestCompatReloaderAnnotationsRollOutAsReloaderDocuments(t *testing.T) {
 	createDeployment(t, ns, "ignoring", map[string]string{"reloader.stakater.com/auto": "true"},
 		podSpec(nil, []corev1.EnvFromSource{envFromConfigMap("ignored"), envFromSecret("untagged")}, nil))
 	createDeployment(t, ns, "plain", nil, podSpec(nil, []corev1.EnvFromSource{envFromSecret("my-secret")}, nil))
+	createDeployment(t, ns, "bad-list", map[string]string{"secret.reloader.stakater.com/reload": "my-secret, db["},
+		podSpec([]corev1.EnvVar{keyRef("secret", "my-secret", "password")}, nil, nil))
 	myApp, named, searching, ignoring := settled(t, ns, "my-app"), settled(t, ns, "named"), settled(t, ns, "searching"), settled(t, ns, "ignoring")
 	plain := unsettled(t, ns, "plain")
+	eventually(t, converge, "InvalidAnnotation for the item that is no regex", eventWith(ns, "bad-list", "InvalidAnnotation", "db["))
+	badList := settled(t, ns, "bad-list")
+
+	// Key-level, as with courier's own keys: named consumes only password.
+	updateSecret(t, ns, "my-secret", func(x *corev1.Secret) { x.Data["other"] = []byte("x") })
+	rolledOutOnce(t, ns, "my-app", myApp, "secret/my-secret")
+	noRollout(t, ns, "named", named)
+	myApp++
 
 	updateSecret(t, ns, "my-secret", func(x *corev1.Secret) { x.Data["password"] = []byte("2") })
 	rolledOutOnce(t, ns, "my-app", myApp, "secret/my-secret")
 	rolledOutOnce(t, ns, "named", named, "secret/my-secret")
+	rolledOutOnce(t, ns, "bad-list", badList, "secret/my-secret")
 	noRollout(t, ns, "plain", plain)
 	myApp++
 
@@ -100,13 +114,18 @@ func TestReloaderAnnotationsAreIgnoredWithoutCompat(t *testing.T) {
 }
 
 // namedNamespace creates the namespace name (the other tools' README
-// examples name their namespaces), deleted when the test ends.
+// examples name their namespaces), deleted when the test ends; one of that
+// name still being deleted (an earlier run) is waited for.
 func namedNamespace(t *testing.T, name string, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	if _, err := admin().CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
+	eventually(t, time.Minute, "namespace "+name+" created", func(ctx context.Context) (bool, error) {
+		_, err := admin().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	t.Cleanup(func() { _ = admin().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	return name
 }
@@ -150,6 +169,18 @@ func TestCompatReplicatorAndReflectorSourcesReplicateAsTheyDocument(t *testing.T
 	deleteSecret(t, ns2, "by-name")
 	compatReplica(t, s.src, ns2, "by-name", "replicator.v1.mittwald.de/replicate-to", data)
 
+	// A pattern that does not compile changes nothing (the replicator would
+	// skip the item): InvalidSelector, as for courier's own selector.
+	createSecret(t, s.src, "bad-pattern", withAnnotation("replicator.v1.mittwald.de/replicate-to", "my-ns-1, namespace-[0-9"), withData("key1", "value1"))
+	eventually(t, converge, "InvalidSelector for the pattern", eventWith(s.src, "bad-pattern", "InvalidSelector", "namespace-[0-9"))
+	consistently(t, quiet, "nothing replicated from the bad pattern", secretGone(myNS1, "bad-pattern"))
+
+	// courier status --compat shows the other tool's sources.
+	out := courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--compat=replicator,reflector", "-o", "json")
+	if !strings.Contains(out, `"via": "replicator.v1.mittwald.de/replicate-to"`) || !strings.Contains(out, `"selector": "my-ns-1,namespace-[0-9]*"`) {
+		t.Errorf("courier status --compat does not show the by-name source:\n%s", out)
+	}
+
 	// kubernetes-replicator, push by label (a folded YAML scalar keeps its newline).
 	createSecret(t, s.src, "by-label", withAnnotation("replicator.v1.mittwald.de/replicate-to-matching", "my-label=value,my-other-label,my-other-label notin (foo,bar)\n"), withData("key1", "value1"))
 	compatReplica(t, s.src, labelled, "by-label", "replicator.v1.mittwald.de/replicate-to-matching", data)
@@ -174,7 +205,7 @@ func TestCompatReplicatorAndReflectorSourcesReplicateAsTheyDocument(t *testing.T
 	for _, miss := range []struct{ ns, name string }{
 		{nsX, "by-name"}, {excluded, "by-label"}, {myNS1, "by-label"}, {nsX, "source-secret"}, {myNS1, "source-secret"},
 	} {
-		consistently(t, quiet/4, "no "+miss.name+" in "+miss.ns, secretGone(miss.ns, miss.name))
+		consistently(t, quiet, "no "+miss.name+" in "+miss.ns, secretGone(miss.ns, miss.name))
 	}
 
 	// A change to the source reaches every copy; removing the annotation
@@ -244,8 +275,11 @@ func TestCompatPullsAreHonouredOnlyWhereTheSourceAllows(t *testing.T) {
 	createSecret(t, s.src, "no-list", withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"), withData("k", "v"))
 	createSecret(t, ns3, "wants-no-list", withAnnotation("replicator.v1.mittwald.de/replicate-from", s.src+"/no-list"), withData("mine", "x"))
 	eventually(t, converge, "PullRefused for the missing list", eventWith(ns3, "wants-no-list", "PullRefused", "replication-allowed-namespaces"))
-	for _, name := range []struct{ ns, name string }{{other, "denied"}, {ns3, "wants-no-list"}} {
-		consistently(t, quiet/4, name.name+" untouched", secretIn(name.ns, name.name, map[string][]byte{"mine": []byte("x")}))
+	disabled := namedNamespace(t, "namespace-4", map[string]string{"courier.dev/replication": "disabled"})
+	createSecret(t, disabled, "secret-replica", withAnnotation("replicator.v1.mittwald.de/replicate-from", s.src+"/some-secret"), withData("mine", "x"))
+	eventually(t, converge, "PullRefused for a namespace courier never replicates into", eventWith(disabled, "secret-replica", "PullRefused", "courier.dev/replication=disabled"))
+	for _, name := range []struct{ ns, name string }{{other, "denied"}, {ns3, "wants-no-list"}, {disabled, "secret-replica"}} {
+		consistently(t, quiet, name.name+" untouched", secretIn(name.ns, name.name, map[string][]byte{"mine": []byte("x")}))
 	}
 
 	// Reflector: the README's source and mirrors, Secret and ConfigMap.
@@ -267,5 +301,5 @@ func TestCompatPullsAreHonouredOnlyWhereTheSourceAllows(t *testing.T) {
 	// The source goes: what a target holds stays (as with Reflector).
 	deleteSecret(t, s.src, "source-secret")
 	eventually(t, converge, "PullRefused: source gone", eventWith(ns3, "mirror-secret", "PullRefused", "does not exist"))
-	consistently(t, quiet/4, "the mirror keeps its data", secretIn(ns3, "mirror-secret", map[string][]byte{"key1": []byte("value1")}))
+	consistently(t, quiet, "the mirror keeps its data", secretIn(ns3, "mirror-secret", map[string][]byte{"key1": []byte("value1")}))
 }

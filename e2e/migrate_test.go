@@ -54,7 +54,7 @@ func TestMigrateApplyMakesCompatUnnecessary(t *testing.T) {
 	createDeployment(t, a, "searching", map[string]string{"reloader.stakater.com/search": "true"},
 		podSpec(nil, []corev1.EnvFromSource{envFromSecret("tagged"), envFromSecret("app-secret")}, nil))
 
-	consistently(t, quiet/4, "without --compat nothing is replicated", secretGone(a, "push"))
+	consistently(t, quiet, "without --compat nothing is replicated", secretGone(a, "push"))
 
 	want := map[string]map[string]string{
 		s.src + "/push":        {keyReplicateTo: "kubernetes.io/metadata.name in (" + a + "," + b + ")"},
@@ -95,7 +95,11 @@ func TestMigrateApplyMakesCompatUnnecessary(t *testing.T) {
 	check(courierMigrate(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--apply"), true)
 
 	// The old annotations stay; courier, without --compat, now replicates...
-	if got, _ := getSecret(t.Context(), s.src, "push"); got.Annotations["replicator.v1.mittwald.de/replicate-to"] != a+","+b || got.Annotations[keyReplicateTo] == "" {
+	got, err := getSecret(t.Context(), s.src, "push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations["replicator.v1.mittwald.de/replicate-to"] != a+","+b || got.Annotations[keyReplicateTo] == "" {
 		t.Errorf("after --apply the source carries %v", got.Annotations)
 	}
 	data := map[string][]byte{"k": []byte("1")}

@@ -102,10 +102,13 @@ func TestCopyLabelsAndAnnotationsAreCopiedAndKeptInSync(t *testing.T) {
 	}
 	eventually(t, converge, "the listed labels and annotation copied, nothing else", secretWhere(dst, "repo", labelsAre(
 		with(map[string]string{"argocd.argoproj.io/secret-type": "repository", "team.example.com/owner": "alice"}), "hello")))
-	if st := statusOf(t, s, "repo"); st.CopyLabels == "" || st.CopyAnnotations != "note" || st.InSync != 1 {
+	if st := statusOf(t, s, "repo"); st.CopyLabels != "argocd.argoproj.io/secret-type, team.example.com/*" || st.CopyAnnotations != "note" || st.InSync != 1 {
 		t.Errorf("courier status: %+v; want the copy lists and 1 target in sync", *st)
 	}
-	r, _ := getSecret(t.Context(), dst, "repo")
+	r, err := getSecret(t.Context(), dst, "repo")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.Annotations[keyCopiedMetadata] == "" {
 		t.Errorf("the replica does not record what was copied (%s): %v", keyCopiedMetadata, r.Annotations)
 	}

@@ -27,9 +27,11 @@ const (
 	// and their backups in an allowed source namespace; with --compat,
 	// sources that allow pulls).
 	Values
-	// Whole: values and kubectl's last-applied configuration, for courier
-	// updates it whole (with --compat, an object that pulls from a source).
-	Whole
+	// Applied: digests, like most objects, but kubectl's last-applied
+	// configuration is kept, for courier updates the object whole (with
+	// --compat, an object that pulls from a source; its values are replaced
+	// by the source's, so they are never needed).
+	Applied
 )
 
 // KeepValues decides what the cache keeps of a Secret or ConfigMap.
@@ -41,7 +43,7 @@ func SourcesIn(allowed func(namespace string) bool, courierNamespace string, com
 	return func(obj metav1.Object) Keep {
 		a, l := obj.GetAnnotations(), obj.GetLabels()
 		if _, via := source.PullFrom(a, obj.GetNamespace(), compat); via != "" {
-			return Whole // in any namespace
+			return Applied
 		}
 		if obj.GetNamespace() == courierNamespace && l[wellknown.DigestKey] == "true" {
 			return Values
@@ -61,14 +63,14 @@ func Transform(keep KeepValues) cache.TransformFunc {
 		switch o := obj.(type) {
 		case *corev1.Secret:
 			k := keep(o)
-			trimMeta(&o.ObjectMeta, k == Whole)
-			if k == Digests {
+			trimMeta(&o.ObjectMeta, k == Applied)
+			if k != Values {
 				content.DigestSecret(o)
 			}
 		case *corev1.ConfigMap:
 			k := keep(o)
-			trimMeta(&o.ObjectMeta, k == Whole)
-			if k == Digests {
+			trimMeta(&o.ObjectMeta, k == Applied)
+			if k != Values {
 				content.DigestConfigMap(o)
 			}
 		case *corev1.Namespace:

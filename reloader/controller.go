@@ -238,7 +238,14 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}
-			optedInWithChange := contentChanged && nm.GetAnnotations()[wellknown.Reload] == "true" && om.GetAnnotations()[wellknown.Reload] != "true"
+			oa, na := om.GetAnnotations(), nm.GetAnnotations()
+			optedIn := na[wellknown.Reload] == "true" && oa[wellknown.Reload] != "true"
+			if c.opts.Compat {
+				// Reloader's match given, or its ignore taken away.
+				optedIn = optedIn || (na[StakaterMatch] == "true" && oa[StakaterMatch] != "true") ||
+					(oa[StakaterIgnore] == "true" && na[StakaterIgnore] != "true")
+			}
+			optedInWithChange := contentChanged && optedIn
 			if optedInWithChange {
 				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), before)
 			}

@@ -72,6 +72,7 @@ func Stakater(kind, name string, workload, template map[string]string, input fun
 		}
 	}
 	a := StakaterAnnotations(kind, workload, template)
+	listed := false
 	for _, item := range strings.Split(a[StakaterTypedReload(kind)], ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
@@ -81,21 +82,18 @@ func Stakater(kind, name string, workload, template map[string]string, input fun
 			badPatterns = append(badPatterns, item)
 			continue
 		}
-		if re.MatchString(name) {
-			return StakaterReload, badPatterns
-		}
+		listed = listed || re.MatchString(name)
 	}
-	if a[StakaterSearch] == "true" && input(StakaterMatch) == "true" {
+	if listed || (a[StakaterSearch] == "true" && input(StakaterMatch) == "true") {
 		return StakaterReload, badPatterns
 	}
-	auto, autoSet := a[StakaterAuto]
-	typed, typedSet := a[StakaterTypedAuto(kind)]
+	auto, typed := a[StakaterAuto], a[StakaterTypedAuto(kind)]
 	if isTrue(auto) || isTrue(typed) {
 		return StakaterReload, badPatterns
 	}
-	if reloadAll && (autoSet || typedSet) {
-		// Reloader's --auto-reload-all skips a workload whose auto is set
-		// to anything but true.
+	if reloadAll && (auto != "" || typed != "") {
+		// Reloader's --auto-reload-all skips a workload whose auto is
+		// anything but empty or true.
 		return StakaterBlocked, badPatterns
 	}
 	return StakaterSilent, badPatterns

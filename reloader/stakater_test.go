@@ -32,6 +32,7 @@ func TestStakaterReadsReloadersAnnotationsAsReloaderDoes(t *testing.T) {
 		{"workload keys hide the template's", wellknown.KindSecret, "db", map[string]string{StakaterSearch: "false"}, map[string]string{StakaterAuto: "true"}, none, false, StakaterSilent},
 		{"auto false opts out of reload-all", wellknown.KindSecret, "db", map[string]string{StakaterAuto: "false"}, none, none, true, StakaterBlocked},
 		{"silent under reload-all", wellknown.KindSecret, "db", none, none, none, true, StakaterSilent},
+		{"an empty auto is no opt-out of reload-all", wellknown.KindSecret, "db", map[string]string{StakaterAuto: ""}, none, none, true, StakaterSilent},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _ := Stakater(tt.kind, tt.input, tt.workload, tt.template, func(k string) string { return tt.annot[k] }, tt.reloadAll)
@@ -40,8 +41,8 @@ func TestStakaterReadsReloadersAnnotationsAsReloaderDoes(t *testing.T) {
 			}
 		})
 	}
-	_, bad := Stakater(wellknown.KindSecret, "db", map[string]string{"secret.reloader.stakater.com/reload": "db[, ok"}, none, func(string) string { return "" }, false)
-	if len(bad) != 1 || bad[0] != "db[" {
-		t.Errorf("bad patterns = %v, want [db[]", bad)
+	v, bad := Stakater(wellknown.KindSecret, "db", map[string]string{"secret.reloader.stakater.com/reload": "db, db["}, none, func(string) string { return "" }, false)
+	if v != StakaterReload || len(bad) != 1 || bad[0] != "db[" {
+		t.Errorf("got %v, bad patterns %v; want a reload, and [db[] reported though an earlier item matched", v, bad)
 	}
 }

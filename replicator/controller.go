@@ -203,7 +203,7 @@ func (c *Controller) syncFailed(k key, err error) {
 	c.metrics.syncErrors.WithLabelValues(k.Kind).Inc()
 	c.logger.Error("sync failed; retrying with backoff", zap.Stringer("key", k), zap.Error(err),
 		zap.Int("retries", c.queue.NumRequeues(k)))
-	if k.Target != "" {
+	if k.Target != "" || k.Pull {
 		c.failed(k, err)
 	}
 }

@@ -53,6 +53,9 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	if via == "" || t.meta.GetDeletionTimestamp() != nil {
 		return nil
 	}
+	if _, err := c.namespaces.Get(k.Namespace); err != nil {
+		return err // not in the cache yet: retried (quietly) until it is
+	}
 	src, why := c.pullSource(k, o, t, ref, via)
 	if why != "" {
 		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
@@ -71,13 +74,17 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	if held == hash && a[wellknown.ContentHash] == hash && a[wellknown.PulledFrom] == ref && a[wellknown.Via] == via {
 		return nil
 	}
-	// Changed since courier filled it from this source: someone else wrote it.
-	reverted := a[wellknown.PulledFrom] == ref && a[wellknown.ContentHash] != held
+	// Neither what courier wrote nor the source's content: someone else
+	// wrote it (another tool writing the source's content is no revert).
+	reverted := a[wellknown.PulledFrom] == ref && a[wellknown.ContentHash] != held && held != hash
+	at := k.Namespace + "/" + k.Name
+	if reverted && c.contested(k, t, at, ref) {
+		return nil
+	}
 	ours := map[string]string{wellknown.PulledFrom: ref, wellknown.ContentHash: hash, wellknown.Via: via}
 	err = c.write(k, seen, opPull, func() error { return o.update(ctx, o.pulled(t, src, spec, ours)) })
 	if err == nil && reverted {
-		c.metrics.reverts.WithLabelValues(k.Kind).Inc()
-		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonReplicaReverted, fmt.Sprintf(
+		c.reverted(k, t, at, fmt.Sprintf(
 			"this %s pulls from %s (%s) and was changed by someone other than courier; it has been reverted to the source's content. Change the source instead, or remove %s",
 			k.Kind, ref, via, via))
 	}
@@ -97,6 +104,9 @@ func (c *Controller) pullSource(k key, o *objects, t *item, ref, via string) (*i
 		return nil, "this object is a courier replica or a source itself"
 	case !c.opts.SourceNamespaces.Match(srcNS):
 		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
+	case !c.eligible(k.Namespace, srcNS):
+		return nil, fmt.Sprintf("courier replicates into namespace %s from %s in no way (the source's own namespace, a system namespace, one in --exclude-namespaces=%s, one labelled %s=disabled, or one being deleted)",
+			k.Namespace, srcNS, c.opts.ExcludeNamespaces, wellknown.Replication)
 	case t.immutable:
 		return nil, "this object is immutable; delete it and create it again without immutable"
 	}
@@ -118,9 +128,11 @@ func (c *Controller) pullSource(k key, o *objects, t *item, ref, via string) (*i
 
 // pulledSecret and pulledConfigMap are what an object pulling from src
 // becomes: its own metadata (plus ours) and type, src's content.
+// The cache holds t with its values digested (they are replaced here) and
+// kubectl's last-applied configuration kept (see informers.Applied).
 func pulledSecret(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
 	s := t.obj.(*corev1.Secret).DeepCopy()
-	s.Data = spec.SecretData(src.obj.(*corev1.Secret).Data)
+	s.Data, s.StringData = spec.SecretData(src.obj.(*corev1.Secret).Data), nil
 	s.Annotations = withAnnotations(s.Annotations, ours)
 	return s
 }
@@ -133,11 +145,20 @@ func pulledConfigMap(t, src *item, spec source.Spec, ours map[string]string) run
 	return cm
 }
 
+// withAnnotations is a plus ours, without the cache's digest marker.
 func withAnnotations(a, ours map[string]string) map[string]string {
 	out := maps.Clone(a)
 	if out == nil {
 		out = map[string]string{}
 	}
+	delete(out, content.DigestedAnnotation)
 	maps.Copy(out, ours)
 	return out
+}
+
+// eligible reports whether namespace ns, from the cache, may receive
+// copies of a source in srcNS (a namespace not yet in the cache may not).
+func (c *Controller) eligible(ns, srcNS string) bool {
+	n, err := c.namespaces.Get(ns)
+	return err == nil && Eligible(n, srcNS, c.opts.ExcludeNamespaces)
 }

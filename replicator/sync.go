@@ -216,7 +216,7 @@ func (c *Controller) syncSource(k key) error {
 	targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
 	if err != nil {
 		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
-		c.logger.Warn("invalid target selector; existing replicas are kept", zap.Stringer("source", k), zap.Error(err))
+		c.logger.Warn("invalid replicate-to selector; existing replicas are kept", zap.Stringer("source", k), zap.Error(err))
 		c.warn(src, ReasonInvalidSelector, err.Error()+". Nothing changes until it is fixed")
 		return nil
 	}
@@ -337,18 +337,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	// update or recreate: a revert of someone else's change first asks the
 	// guard's budget.
 	ref := k.sourceRef()
-	if p.reverted && c.opts.Guard != nil {
-		if wait, newly := c.opts.Guard.Allow(k.Kind, k.Target+"/"+k.Name); wait > 0 {
-			c.states.put(k, StateContested)
-			if newly {
-				c.logger.Warn("replica keeps being changed by another writer; backing off", zap.Stringer("pair", k), zap.Duration("backoff", wait))
-				c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaContested, fmt.Sprintf(
-					"something keeps changing this replica of %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
-					ref, wait, ref))
-			}
-			c.queue.AddAfter(k, wait, time.Time{})
-			return nil
-		}
+	if p.reverted && c.contested(k, existing, k.Target+"/"+k.Name, ref) {
+		c.states.put(k, StateContested)
+		return nil
 	}
 	if p.action == recreate {
 		err = c.write(k, seen, opRecreate, func() error {
@@ -364,14 +355,41 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	}
 	c.states.set(k, err)
 	if err == nil && p.reverted {
-		if c.opts.Guard != nil {
-			c.opts.Guard.Reverted(k.Kind, k.Target+"/"+k.Name)
-		}
-		c.metrics.reverts.WithLabelValues(k.Kind).Inc()
-		c.recorder.Event(existing.obj, corev1.EventTypeWarning, ReasonReplicaReverted, fmt.Sprintf(
+		c.reverted(k, existing, k.Target+"/"+k.Name, fmt.Sprintf(
 			"this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref))
 	}
 	return err
+}
+
+// contested asks the guard's budget before courier reverts someone else's
+// change to obj (at ref, "namespace/name"; its source is src): when
+// something keeps changing it, courier backs off, says so once, and k
+// comes back after the backoff.
+func (c *Controller) contested(k key, obj *item, ref, src string) bool {
+	if c.opts.Guard == nil {
+		return false
+	}
+	wait, newly := c.opts.Guard.Allow(k.Kind, ref)
+	if wait <= 0 {
+		return false
+	}
+	if newly {
+		c.logger.Warn("object keeps being changed by another writer; backing off", zap.Stringer("key", k), zap.Duration("backoff", wait))
+		c.recorder.Event(obj.obj, corev1.EventTypeWarning, ReasonReplicaContested, fmt.Sprintf(
+			"something keeps changing this copy of %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
+			src, wait, src))
+	}
+	c.queue.AddAfter(k, wait, time.Time{})
+	return true
+}
+
+// reverted records a revert of someone else's change to obj (at ref).
+func (c *Controller) reverted(k key, obj *item, ref, msg string) {
+	if c.opts.Guard != nil {
+		c.opts.Guard.Reverted(k.Kind, ref)
+	}
+	c.metrics.reverts.WithLabelValues(k.Kind).Inc()
+	c.recorder.Event(obj.obj, corev1.EventTypeWarning, ReasonReplicaReverted, msg)
 }
 
 // pairFacts reads from the cache what planPair needs to know about the pair
@@ -448,6 +466,9 @@ func (c *Controller) isSource(o *objects, ref string) bool {
 func (c *Controller) write(k key, seen time.Time, op string, do func() error) error {
 	if err := do(); err != nil {
 		c.queue.Remember(k, seen) // the retry still measures from the original change
+		if k.Pull {
+			return fmt.Errorf("fill %s %s from its source: %w", k.Kind, k.sourceRef(), err)
+		}
 		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.Target, err)
 	}
 	c.metrics.writes.WithLabelValues(k.Kind, op).Inc()

@@ -171,18 +171,18 @@ func planSource(obj *Object, a map[string]string, namespaces []string, o Options
 	case hasMatching:
 		obj.add(wellknown.ReplicateTo, strings.TrimSpace(matching), a)
 	case hasTo:
-		obj.add(wellknown.ReplicateTo, byName(obj, source.MittwaldReplicateTo, source.Items(to), func(ns string) bool { return match(a, ns) }, namespaces), a)
+		obj.addNames(source.MittwaldReplicateTo, byName(obj, source.MittwaldReplicateTo, source.Items(to), func(ns string) bool { return match(a, ns) }, namespaces), a)
 	default: // Reflector's automatic mirrors
 		allowed, auto := a[source.ReflectorAllowedNamespaces], a[source.ReflectorAutoNamespaces]
-		if strings.TrimSpace(allowed) == "" && strings.TrimSpace(auto) == "" {
+		if allowed == "" && auto == "" {
 			obj.add(wellknown.ReplicateTo, "*", a)
 			return
 		}
 		items := source.Items(allowed)
-		if strings.TrimSpace(allowed) == "" || (strings.TrimSpace(auto) != "" && !plain(items)) {
+		if allowed == "" || (auto != "" && !plain(items)) {
 			items = source.Items(auto)
 		}
-		obj.add(wellknown.ReplicateTo, byName(obj, source.ReflectorAutoEnabled, items, func(ns string) bool { return match(a, ns) }, namespaces), a)
+		obj.addNames(source.ReflectorAutoEnabled, byName(obj, source.ReflectorAutoEnabled, items, func(ns string) bool { return match(a, ns) }, namespaces), a)
 	}
 }
 
@@ -192,9 +192,19 @@ func match(a map[string]string, ns string) bool {
 	return err == nil && t.Matches(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
-// byName is the selector of the namespaces a name list means: the names
-// themselves when they are plain, else the namespaces that match now.
-func byName(obj *Object, annotation string, items []string, matches func(string) bool, namespaces []string) string {
+// addNames adds the courier.dev/replicate-to that selects names, or says
+// that the source targets no namespace.
+func (obj *Object) addNames(annotation string, names []string, existing map[string]string) {
+	if len(names) == 0 {
+		obj.note(annotation, "targets no namespace (now): there is nothing to write")
+		return
+	}
+	obj.add(wellknown.ReplicateTo, wellknown.NamespaceName+" in ("+strings.Join(names, ",")+")", existing)
+}
+
+// byName is the namespaces a name list means: the names themselves when
+// they are plain, else the namespaces that match now.
+func byName(obj *Object, annotation string, items []string, matches func(string) bool, namespaces []string) []string {
 	var names []string
 	if plain(items) {
 		for _, it := range items {
@@ -211,8 +221,7 @@ func byName(obj *Object, annotation string, items []string, matches func(string)
 		obj.note(annotation, "its patterns are written out as the namespaces that match now; a namespace created later that matches is not covered: label such namespaces and select by label instead")
 	}
 	sort.Strings(names)
-	names = slices.Compact(names)
-	return wellknown.NamespaceName + " in (" + strings.Join(names, ",") + ")"
+	return slices.Compact(names)
 }
 
 // plain reports whether every item is a namespace name, not a pattern.

@@ -54,12 +54,19 @@ func Parse(annotations map[string]string) (Spec, error) {
 		}
 		s.Keys = keys
 	}
-	var err error
-	if s.Labels, err = parseCopy(wellknown.CopyLabels, annotations[wellknown.CopyLabels]); err != nil {
-		return Spec{}, err
-	}
-	if s.Annotations, err = parseCopy(wellknown.CopyAnnotations, annotations[wellknown.CopyAnnotations]); err != nil {
-		return Spec{}, err
+	for _, c := range []struct {
+		annotation string
+		into       *Copy
+	}{{wellknown.CopyLabels, &s.Labels}, {wellknown.CopyAnnotations, &s.Annotations}} {
+		v, ok := annotations[c.annotation]
+		if !ok {
+			continue
+		}
+		parsed, err := parseCopy(c.annotation, v)
+		if err != nil {
+			return Spec{}, err
+		}
+		*c.into = parsed
 	}
 	return s, nil
 }
@@ -92,6 +99,9 @@ func parseKeys(v string) ([]string, error) {
 
 func parseCopy(annotation, v string) (Copy, error) {
 	c := Copy{}
+	if len(Items(v)) == 0 {
+		return Copy{}, &Error{annotation, v, "lists no key; list the keys to copy, e.g. argocd.argoproj.io/secret-type or example.com/*, or remove the annotation"}
+	}
 	for _, it := range Items(v) {
 		bad := func(problem string) (Copy, error) {
 			return Copy{}, &Error{annotation, v, fmt.Sprintf("%q %s; list exact keys such as argocd.argoproj.io/secret-type, or prefixes such as example.com/*", it, problem)}
@@ -102,6 +112,9 @@ func parseCopy(annotation, v string) (Copy, error) {
 			}
 			if reservedPrefix(prefix) {
 				return bad("names courier's own keys, which are never copied")
+			}
+			if otherToolPrefix(prefix) {
+				return bad("names another replication tool's keys, which are never copied (a copy carrying them would be a source or a pull target itself)")
 			}
 			c.prefixes = append(c.prefixes, prefix+"/")
 			continue
@@ -126,11 +139,17 @@ func reservedPrefix(prefix string) bool {
 	return prefix == d || strings.HasSuffix(prefix, "."+d)
 }
 
-// reserved keys are never copied: courier's own, the managed-by label its
-// replicas carry, and kubectl's copy of the whole applied object.
+// otherToolPrefix: kubernetes-replicator's and Reflector's keys.
+func otherToolPrefix(prefix string) bool {
+	return prefix+"/" == MittwaldPrefix || prefix+"/" == ReflectorPrefix
+}
+
+// reserved keys are never copied: courier's own, kubernetes-replicator's
+// and Reflector's, the managed-by label courier's replicas carry, and
+// kubectl's copy of the whole applied object.
 func reserved(key string) bool {
 	prefix, _, found := strings.Cut(key, "/")
-	return (found && reservedPrefix(prefix)) || key == wellknown.ManagedBy || key == corev1.LastAppliedConfigAnnotation
+	return (found && (reservedPrefix(prefix) || otherToolPrefix(prefix))) || key == wellknown.ManagedBy || key == corev1.LastAppliedConfigAnnotation
 }
 
 // Empty reports whether c copies nothing.

@@ -25,6 +25,9 @@ func TestParseRejectsWhatCannotBeHonoured(t *testing.T) {
 		{wellknown.CopyLabels, "*", "not a valid key"},
 		{wellknown.CopyLabels, "Bad_Prefix/*", "not a valid prefix"},
 		{wellknown.CopyLabels, "a/b/c", "not a valid key"},
+		{wellknown.CopyLabels, "", "lists no key"},
+		{wellknown.CopyAnnotations, "replicator.v1.mittwald.de/*", "another replication tool"},
+		{wellknown.CopyAnnotations, "reflector.v1.k8s.emberstack.com/reflects", "never copied"},
 	} {
 		_, err := Parse(map[string]string{tt.annotation: tt.value})
 		var e *Error

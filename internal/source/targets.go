@@ -55,13 +55,13 @@ func IsSource(annotations map[string]string, compat Compat) bool {
 	_, to := annotations[MittwaldReplicateTo]
 	_, matching := annotations[MittwaldReplicateToMatching]
 	return (compat.Replicator && (to || matching)) ||
-		(compat.Reflector && isTrue(annotations[ReflectorAllowed]) && isTrue(annotations[ReflectorAutoEnabled]))
+		(compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]) && isDotNetTrue(annotations[ReflectorAutoEnabled]))
 }
 
 // AllowsPulls reports whether annotations let targets pull from the object
 // (another tool's pull permission, with compat).
 func AllowsPulls(annotations map[string]string, compat Compat) bool {
-	return (compat.Replicator && isTrue(annotations[MittwaldAllowed])) || (compat.Reflector && isTrue(annotations[ReflectorAllowed]))
+	return (compat.Replicator && isTrue(annotations[MittwaldAllowed])) || (compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]))
 }
 
 // TargetsOf reads where a source's replicas go. courier's own replicate-to
@@ -100,7 +100,7 @@ func TargetsOf(annotations map[string]string, compat Compat) (Targets, error) {
 			return names(ns.Name) || sel.Matches(labels.Set(ns.Labels))
 		}}, nil
 	}
-	if compat.Reflector && isTrue(annotations[ReflectorAllowed]) && isTrue(annotations[ReflectorAutoEnabled]) {
+	if compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]) && isDotNetTrue(annotations[ReflectorAutoEnabled]) {
 		allowed, err := reflectorList(ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces])
 		if err != nil {
 			return Targets{}, err
@@ -143,7 +143,7 @@ func PullAllowed(annotations map[string]string, via, namespace string) (bool, st
 			return false, fmt.Sprintf("the source's %s=%q does not match namespace %s", MittwaldAllowedNamespaces, v, namespace)
 		}
 	case ReflectorReflects:
-		if !isTrue(annotations[ReflectorAllowed]) {
+		if !isDotNetTrue(annotations[ReflectorAllowed]) {
 			return false, fmt.Sprintf("the source lacks %s: \"true\"", ReflectorAllowed)
 		}
 		allowed, err := reflectorList(ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces])
@@ -216,10 +216,11 @@ func anyMatch(res []*regexp.Regexp) func(string) bool {
 	}
 }
 
-// reflectorList reads a Reflector namespace list: missing or blank allows
-// every namespace; otherwise (even a list of only commas) the items.
+// reflectorList reads a Reflector namespace list: missing or empty allows
+// every namespace; otherwise (even a list of only commas or blanks) the
+// items.
 func reflectorList(annotation, v string) (func(string) bool, error) {
-	if strings.TrimSpace(v) == "" {
+	if v == "" {
 		return func(string) bool { return true }, nil
 	}
 	res, err := patterns(annotation, v, reflectorPattern)
@@ -229,20 +230,27 @@ func reflectorList(annotation, v string) (func(string) bool, error) {
 	return anyMatch(res), nil
 }
 
-// isTrue reads a boolean as the other tools do (Go's ParseBool accepts
-// what .NET's bool.TryParse does for "true" in any case, and 1/t).
+// isTrue reads a boolean as kubernetes-replicator does (Go's ParseBool).
 func isTrue(v string) bool {
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	b, err := strconv.ParseBool(v)
 	return err == nil && b
 }
 
-// CopiedBy names the other tool whose copy an object looks like, from the
-// annotations that tool writes on its copies ("" for none).
+// isDotNetTrue reads a boolean as Reflector does (.NET's bool.TryParse:
+// "true" in any case, surrounding blanks allowed).
+func isDotNetTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// CopiedBy names the other tool whose pushed copy an object is, from the
+// annotations that tool writes on its copies ("" for none): a
+// kubernetes-replicator copy that is not a pull target, or one of
+// Reflector's automatic mirrors. Objects users made to pull are not copies.
 func CopiedBy(annotations map[string]string) string {
-	if _, ok := annotations[MittwaldReplicatedFromVersion]; ok {
+	_, version := annotations[MittwaldReplicatedFromVersion]
+	_, pulls := annotations[MittwaldReplicateFrom]
+	switch {
+	case version && !pulls:
 		return "kubernetes-replicator"
-	}
-	if _, ok := annotations[ReflectorReflects]; ok {
+	case annotations[ReflectorAutoReflects] == "True":
 		return "Reflector"
 	}
 	return ""
