@@ -303,3 +303,58 @@ func TestCompatPullsAreHonouredOnlyWhereTheSourceAllows(t *testing.T) {
 	eventually(t, converge, "PullRefused: source gone", eventWith(ns3, "mirror-secret", "PullRefused", "does not exist"))
 	consistently(t, quiet, "the mirror keeps its data", secretIn(ns3, "mirror-secret", map[string][]byte{"key1": []byte("value1")}))
 }
+
+// SPEC (--compat=reloader): the per-kind auto keys and the exclude lists
+// select as in Reloader; restarting courier rolls nothing out, and a change
+// made while it was down rolls out once, as with courier's own keys.
+func TestCompatReloaderPerKindAutoExcludeAndRestarts(t *testing.T) {
+	s := setupReplication(t, "--compat=reloader")
+	ns := s.target(t, "kinds", nil)
+	createSecret(t, ns, "s1", withData("k", "1"))
+	createSecret(t, ns, "s2", withData("k", "1"))
+	createConfigMap(t, ns, "c1", nil, map[string]string{"k": "1"})
+	createDeployment(t, ns, "typed", map[string]string{"configmap.reloader.stakater.com/auto": "true"},
+		podSpec(nil, []corev1.EnvFromSource{envFromSecret("s1"), envFromConfigMap("c1")}, nil))
+	createDeployment(t, ns, "excluding", map[string]string{"reloader.stakater.com/auto": "true", "secrets.exclude.reloader.stakater.com/reload": "s1"},
+		podSpec(nil, []corev1.EnvFromSource{envFromSecret("s1"), envFromSecret("s2")}, nil))
+	typed, excluding := settled(t, ns, "typed"), settled(t, ns, "excluding")
+
+	updateSecret(t, ns, "s1", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	noRollout(t, ns, "typed", typed)
+	noRollout(t, ns, "excluding", excluding)
+	updateConfigMap(t, ns, "c1", func(cm *corev1.ConfigMap) { cm.Data["k"] = "2" })
+	rolledOutOnce(t, ns, "typed", typed, "configmap/c1")
+	typed++
+
+	s.courier.Stop()
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--compat=reloader")
+	c.WaitReady(t.Context())
+	noRollout(t, ns, "typed", typed)
+	noRollout(t, ns, "excluding", excluding)
+
+	c.Stop()
+	updateSecret(t, ns, "s2", func(x *corev1.Secret) { x.Data["k"] = []byte("while-down") })
+	c = startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--compat=reloader")
+	c.WaitReady(t.Context())
+	rolledOutOnce(t, ns, "excluding", excluding, "secret/s2")
+}
+
+// SPEC (--compat=reloader with --reload-all): an auto set to anything but
+// true opts a workload out of --reload-all, as Reloader's
+// --auto-reload-all; an ignored object reloads nothing.
+func TestCompatReloaderAutoFalseOptsOutOfReloadAll(t *testing.T) {
+	s := setupReplication(t, "--compat=reloader", "--reload-all")
+	ns := s.target(t, "all", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createSecret(t, ns, "quiet", withAnnotation("reloader.stakater.com/ignore", "true"), withData("k", "1"))
+	createDeployment(t, ns, "opted-out", map[string]string{"reloader.stakater.com/auto": "false"}, podSpec(nil, []corev1.EnvFromSource{envFromSecret("db")}, nil))
+	createDeployment(t, ns, "plain", nil, podSpec(nil, []corev1.EnvFromSource{envFromSecret("db"), envFromSecret("quiet")}, nil))
+	seenAll(t, ns)
+	optedOut, plain := unsettled(t, ns, "opted-out"), settled(t, ns, "plain")
+
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "plain", plain, "secret/db")
+	noRollout(t, ns, "opted-out", optedOut)
+	updateSecret(t, ns, "quiet", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	noRollout(t, ns, "plain", plain+1)
+}
