@@ -34,6 +34,7 @@ import (
 	"github.com/courier-k8s/courier/internal/leader"
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/migrate"
+	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/version"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -161,6 +162,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{})
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
 		ReloadAll:    o.ReloadAll,
@@ -169,11 +171,14 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		QPS:          float32(o.ReloadQPS),
 		Burst:        o.ReloadBurst,
 		QueueMetrics: queues,
+		Notifier:     notifier,
 	})
 	if err != nil {
 		return err
 	}
 	controllers := []controller{rep, grd, rel}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return notifier.Run(ctx) })
 
 	logger.Info("starting",
 		zap.Stringer("version", version.Get()),
@@ -183,7 +188,6 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		zap.Bool("leaderElect", o.LeaderElect),
 		zap.String("metricsAddr", o.MetricsAddr))
 
-	g, ctx := errgroup.WithContext(ctx)
 	inf.Start(ctx)
 	g.Go(func() error {
 		<-ctx.Done()

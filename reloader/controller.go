@@ -22,6 +22,7 @@ import (
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -45,6 +46,8 @@ type Options struct {
 	Burst int
 	// QueueMetrics, if set, receives the work queue's metrics.
 	QueueMetrics workqueue.MetricsProvider
+	// Notifier, if set, is told of every rollout (--notify-url).
+	Notifier *notify.Notifier
 	// Clock is the reloader's time (nil: the real clock).
 	Clock clock.WithTicker
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -446,6 +447,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	reason := strings.Join(d.changed, ", ")
 	c.logger.Info("reloaded", zap.Stringer("workload", k), zap.String("changed", reason))
 	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, ReasonReloaded, "rolled out because "+reason+" changed")
+	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC()})
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/source"
 )
 
@@ -29,7 +30,9 @@ type Options struct {
 	MetricsAddr       string
 	ReloadAll         bool
 	// Compat names the other tools whose annotations courier also honours.
-	Compat            source.Compat
+	Compat source.Compat
+	// NotifyURLs receive a notification of each rollout.
+	NotifyURLs        notify.Targets
 	ReloadDebounce    time.Duration
 	LeaderElect       bool
 	LeaseDuration     time.Duration
@@ -68,6 +71,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	fs.StringVar(&excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector)")
+	fs.Var(&o.NotifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
 	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")

@@ -47,6 +47,9 @@ app.kubernetes.io/component: controller
 {{- with $c.compat }}
 - --compat={{ join "," . }}
 {{- end }}
+{{- range $c.notifyURLs }}
+- --notify-url={{ . }}
+{{- end }}
 {{- with $c.reloadDebounce }}
 - --reload-debounce={{ . }}
 {{- end }}

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// webhooks is an HTTP server on loopback recording what each path receives;
+// /broken always answers 500.
+type webhooks struct {
+	mu     sync.Mutex
+	bodies map[string][]string
+	url    string
+}
+
+func startWebhooks(t *testing.T) *webhooks {
+	t.Helper()
+	w := &webhooks{bodies: map[string][]string{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.bodies[r.URL.Path] = append(w.bodies[r.URL.Path], string(b))
+		w.mu.Unlock()
+		if r.URL.Path == "/broken" {
+			rw.WriteHeader(http.StatusInternalServerError)
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	w.url = "http://" + l.Addr().String()
+	return w
+}
+
+func (w *webhooks) received(path string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.bodies[path]...)
+}
+
+// SPEC (--notify-url): after each rollout courier POSTs a JSON document
+// naming the workload and what changed (names only, never values), or a
+// Slack/Teams message; a failing URL is retried, counted and logged, and
+// holds nothing up.
+func TestRolloutNotifications(t *testing.T) {
+	hooks := startWebhooks(t)
+	s := setupReplication(t, "--notify-url="+hooks.url+"/hook,slack+"+hooks.url+"/slack", "--notify-url=teams+"+hooks.url+"/teams,"+hooks.url+"/broken")
+	ns := s.target(t, "notify", nil)
+	createSecret(t, ns, "db", withData("password", "first-value"))
+	createDeployment(t, ns, "web", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))
+	before := settled(t, ns, "web")
+
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("s3cr3t-v4lue") })
+	rolledOutOnce(t, ns, "web", before, "secret/db")
+	eventually(t, converge, "every webhook received the rollout", func(context.Context) (bool, error) {
+		return len(hooks.received("/hook")) == 1 && len(hooks.received("/slack")) == 1 && len(hooks.received("/teams")) == 1, nil
+	})
+	var got struct {
+		Event, Kind, Namespace, Name, At string
+		Changed                          []string
+	}
+	if err := json.Unmarshal([]byte(hooks.received("/hook")[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Event != "rollout" || got.Kind != "Deployment" || got.Namespace != ns || got.Name != "web" || len(got.Changed) != 1 || got.Changed[0] != "secret/db" || got.At == "" {
+		t.Errorf("notification %+v", got)
+	}
+	text := "courier rolled out Deployment " + ns + "/web: secret/db changed"
+	if b := hooks.received("/slack")[0]; b != `{"text":"`+text+`"}` {
+		t.Errorf("Slack body %s", b)
+	}
+	if b := hooks.received("/teams")[0]; !strings.Contains(b, "MessageCard") || !strings.Contains(b, text) {
+		t.Errorf("Teams body %s", b)
+	}
+	for _, path := range []string{"/hook", "/slack", "/teams", "/broken"} {
+		for _, b := range hooks.received(path) {
+			if strings.Contains(b, "s3cr3t") || strings.Contains(b, "first-value") {
+				t.Errorf("%s received a value: %s", path, b)
+			}
+		}
+	}
+	// The broken URL: three attempts (1 s and 2 s apart), then counted as
+	// failed and logged; the others were not held up meanwhile.
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{
+		`courier_notify_notifications_total{format="json",result="sent"}`:   1,
+		`courier_notify_notifications_total{format="json",result="failed"}`: 1,
+		`courier_notify_notifications_total{format="slack",result="sent"}`:  1,
+		`courier_notify_notifications_total{format="teams",result="sent"}`:  1,
+	})
+	if n := len(hooks.received("/broken")); n != 3 {
+		t.Errorf("the broken URL was tried %d times, want 3", n)
+	}
+	if logs := s.courier.Logs(); !strings.Contains(logs, "rollout notification failed") || strings.Contains(logs, "/broken") {
+		t.Errorf("want a log line for the failure that does not show the URL's path")
+	}
+}
