@@ -248,6 +248,9 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 		{"namespace.name=Not_A_Name", "name"},
 		{"goMemLimit=lots", "goMemLimit"},
 		{"config.reloadQPS=fast", "reloadQPS"},
+		{"config.compat={kyverno}", "compat"},
+		{"config.notifyURLs={ftp://x}", "notifyURLs"},
+		{"notifySecret.nam=x", "nam"},
 	} {
 		out, err := helm(t, "template", "courier", chartDir, "--set="+c.set)
 		if err == nil {
@@ -258,9 +261,22 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 			t.Errorf("--set %s: error does not name %q as a schema violation: %v", c.set, c.want, err)
 		}
 	}
+	// --compat and --notify-url become args; notifySecret becomes the
+	// variable, read from the Secret by the kubelet.
+	out, err := helm(t, "template", "courier", chartDir, "--set=config.compat={replicator,reflector}",
+		"--set=config.notifyURLs={https://a.example/x,slack+https://hooks.example/y}", "--set=notifySecret.name=hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- --compat=replicator,reflector", "- --notify-url=https://a.example/x", "- --notify-url=slack+https://hooks.example/y",
+		"name: COURIER_NOTIFY_URL\n              valueFrom:\n                secretKeyRef:\n                  name: hooks\n                  key: urls"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the rendered chart lacks %q", want)
+		}
+	}
 	// The guard policy needs Kubernetes 1.30; older clusters get a clear
 	// error, or courier without the policy.
-	_, err := helm(t, "template", "courier", chartDir, "--kube-version=1.29.0")
+	_, err = helm(t, "template", "courier", chartDir, "--kube-version=1.29.0")
 	if err == nil || !strings.Contains(err.Error(), "guardPolicy.enabled=false") {
 		t.Errorf("rendering for Kubernetes 1.29 did not fail with the way out: %v", err)
 	}
