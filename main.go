@@ -177,17 +177,19 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		return err
 	}
 	controllers := []controller{rep, grd, rel}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return notifier.Run(ctx) })
 
 	logger.Info("starting",
 		zap.Stringer("version", version.Get()),
 		zap.String("namespace", o.Namespace),
 		zap.Stringer("sourceNamespaces", o.SourceNamespaces),
 		zap.Stringer("excludeNamespaces", o.ExcludeNamespaces),
+		zap.Stringer("compat", &o.Compat),
+		zap.Stringer("notifyURLs", &o.NotifyURLs),
 		zap.Bool("leaderElect", o.LeaderElect),
 		zap.String("metricsAddr", o.MetricsAddr))
 
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return notifier.Run(ctx) })
 	inf.Start(ctx)
 	g.Go(func() error {
 		<-ctx.Done()
