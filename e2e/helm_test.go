@@ -263,16 +263,29 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 	}
 	// --compat and --notify-url become args; notifySecret becomes the
 	// variable, read from the Secret by the kubelet.
-	out, err := helm(t, "template", "courier", chartDir, "--set=config.compat={replicator,reflector}",
-		"--set=config.notifyURLs={https://a.example/x,slack+https://hooks.example/y}", "--set=notifySecret.name=hooks")
+	args, err := helm(t, "template", "courier", chartDir, "--set=config.compat={replicator,reflector}",
+		"--set=config.notifyURLs={https://a.example/x,slack+https://hooks.example/y}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"- --compat=replicator,reflector", "- --notify-url=https://a.example/x", "- --notify-url=slack+https://hooks.example/y",
-		"name: COURIER_NOTIFY_URL\n              valueFrom:\n                secretKeyRef:\n                  name: hooks\n                  key: urls"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the rendered chart lacks %q", want)
+	fromSecret, err := helm(t, "template", "courier", chartDir, "--set=notifySecret.name=hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		out  []byte
+		want string
+	}{
+		{args, "- --compat=replicator,reflector"}, {args, "- --notify-url=https://a.example/x"}, {args, "- --notify-url=slack+https://hooks.example/y"},
+		{fromSecret, "name: COURIER_NOTIFY_URL\n              valueFrom:\n                secretKeyRef:\n                  name: hooks\n                  key: urls"},
+	} {
+		if !strings.Contains(string(c.out), c.want) {
+			t.Errorf("the rendered chart lacks %q", c.want)
 		}
+	}
+	// Both would leave the Secret's URLs unread (a flag wins over its variable).
+	if _, err := helm(t, "template", "courier", chartDir, "--set=config.notifyURLs={https://a.example/x}", "--set=notifySecret.name=hooks"); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("notifyURLs and notifySecret together: %v, want a refusal", err)
 	}
 	// The guard policy needs Kubernetes 1.30; older clusters get a clear
 	// error, or courier without the policy.

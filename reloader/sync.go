@@ -447,7 +447,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	reason := strings.Join(d.changed, ", ")
 	c.logger.Info("reloaded", zap.Stringer("workload", k), zap.String("changed", reason))
 	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, ReasonReloaded, "rolled out because "+reason+" changed")
-	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC()})
+	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC().Truncate(time.Second)})
 	return nil
 }
 

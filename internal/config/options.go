@@ -125,7 +125,9 @@ func ApplyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = errors.Join(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			// The error names the bad part; the value itself may be a
+			// secret (a webhook URL from a Secret), so it is not repeated.
+			errs = errors.Join(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
 		}
 	})
 	return errs

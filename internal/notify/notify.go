@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,7 +75,8 @@ func (ts *Targets) Set(v string) error {
 		}
 		u, err := url.Parse(t.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%q: want an http(s) URL, optionally prefixed slack+ or teams+", raw)
+			// Not the URL itself: its path may hold a webhook's token.
+			return fmt.Errorf("%s: want an http(s) URL, optionally prefixed slack+ or teams+", t)
 		}
 		*ts = append(*ts, t)
 	}
@@ -132,7 +134,9 @@ type Notifier struct {
 	client  *http.Client
 	logger  *zap.Logger
 	// feeds[i] holds the rollouts waiting for targets[i].
-	feeds   []chan Rollout
+	feeds []chan Rollout
+	// drops counts Notify's drops, to log the first and every 100th.
+	drops   atomic.Int64
 	results *prometheus.CounterVec
 }
 
@@ -154,7 +158,10 @@ func New(targets Targets, reg prometheus.Registerer, logger *zap.Logger, o Optio
 		o.Buffer = 1000
 	}
 	n := &Notifier{
-		targets: targets, opts: o, client: &http.Client{Timeout: o.Timeout}, logger: logger.Named("notify"),
+		targets: targets, opts: o, logger: logger.Named("notify"),
+		client: &http.Client{Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a redirect would turn the POST into a GET: a failure, not a delivery
+		}},
 		feeds: make([]chan Rollout, len(targets)),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "notify", Name: "notifications_total",
 			Help: "Rollout notifications by target format and result: sent, failed (after every retry) or dropped (the buffer was full)."}, []string{"format", "result"}),
@@ -180,8 +187,10 @@ func (n *Notifier) Notify(r Rollout) {
 		case n.feeds[i] <- r:
 		default:
 			n.results.WithLabelValues(t.Format, "dropped").Inc()
-			n.logger.Warn("notification buffer full; rollout notification dropped", zap.Stringer("target", t),
-				zap.String("workload", r.Kind+" "+r.Namespace+"/"+r.Name))
+			if d := n.drops.Add(1); d%100 == 1 {
+				n.logger.Warn("notification buffer full; rollout notifications dropped (logged once per 100)", zap.Stringer("target", t),
+					zap.Int64("droppedSoFar", d), zap.String("workload", r.Kind+" "+r.Namespace+"/"+r.Name))
+			}
 		}
 	}
 }
@@ -198,8 +207,18 @@ func (n *Notifier) Run(ctx context.Context) error {
 			for {
 				select {
 				case <-ctx.Done():
+					// What still waits is never sent: count it, so that
+					// sent + failed + dropped is every rollout.
+					if left := len(n.feeds[i]); left > 0 {
+						n.results.WithLabelValues(t.Format, "dropped").Add(float64(left))
+						n.logger.Warn("shutting down; rollout notifications not sent", zap.Stringer("target", t), zap.Int("count", left))
+					}
 					return
 				case r := <-n.feeds[i]:
+					if ctx.Err() != nil {
+						n.results.WithLabelValues(t.Format, "dropped").Inc()
+						continue
+					}
 					n.send(ctx, t, r)
 				}
 			}

@@ -73,9 +73,12 @@ func TestTargetsParse(t *testing.T) {
 	if strings.Contains(ts.String(), "secret") {
 		t.Errorf("String() shows the webhook's secret path: %s", ts.String())
 	}
-	for _, bad := range []string{"ftp://x", "slack+", "hooks.slack.com/x"} {
-		if err := (&Targets{}).Set(bad); err == nil {
+	for _, bad := range []string{"ftp://x/TOKEN", "slack+", "hooks.slack.com/TOKEN", "https://ok.example/TOKEN,htps://typo/TOKEN"} {
+		err := (&Targets{}).Set(bad)
+		if err == nil {
 			t.Errorf("%q: no error", bad)
+		} else if strings.Contains(err.Error(), "TOKEN") {
+			t.Errorf("%q: the error shows the URL's path: %v", bad, err)
 		}
 	}
 }
@@ -148,4 +151,22 @@ func TestASlowTargetHoldsUpNothing(t *testing.T) {
 	waitFor(t, "the slow target's overflow counted", func() bool {
 		return testutil.ToFloat64(n.results.WithLabelValues(FormatJSON, "dropped")) >= 7
 	})
+}
+
+// A redirect would turn the POST into a GET without its body: it is a
+// failure, never counted as sent.
+func TestARedirectIsNotADelivery(t *testing.T) {
+	target := newHook(t)
+	redirect := httptest.NewServer(http.RedirectHandler(target.srv.URL, http.StatusFound))
+	defer redirect.Close()
+	n := New(Targets{{redirect.URL, FormatJSON}}, prometheus.NewRegistry(), zap.NewNop(), Options{Attempts: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	n.Notify(Rollout{Kind: "Deployment", Namespace: "a", Name: "b", Changed: []string{"secret/c"}})
+	waitFor(t, "counted as failed", func() bool { return testutil.ToFloat64(n.results.WithLabelValues(FormatJSON, "failed")) == 1 })
+	if got := target.received(); len(got) != 0 {
+		t.Errorf("the redirect was followed: %v", got)
+	}
 }
