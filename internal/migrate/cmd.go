@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -14,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 
 	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -25,58 +24,27 @@ import (
 // Main is `courier migrate`. It returns the exit code: 0, 1 when the
 // cluster could not be read or written, 2 on bad flags.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("courier migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var kubeconfig, namespace, sourceNS, output string
+	cmd := config.NewSubcommand("migrate", "Lists every object carrying Stakater Reloader's, kubernetes-replicator's or Reflector's annotations,\nthe courier.dev annotations that mean the same, and what courier cannot honour and why.\nWith --apply it adds the courier annotations. Give it the flags (or COURIER_* variables) courier runs with.", stderr)
 	var reloadAll, apply bool
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
-	fs.StringVar(&namespace, "namespace", config.DefaultNamespace, "courier's namespace, the default source namespace")
-	fs.StringVar(&sourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
-	fs.BoolVar(&reloadAll, "reload-all", false, "as courier's flag (and Reloader's --auto-reload-all)")
-	fs.BoolVar(&apply, "apply", false, "add the courier annotations to the objects (the other tools' annotations are never removed)")
-	fs.StringVar(&output, "o", "table", "output format: table or json")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: courier migrate [flags]\n\nLists every object carrying Stakater Reloader's, kubernetes-replicator's or Reflector's annotations,\nthe courier.dev annotations that mean the same, and what courier cannot honour and why.\nWith --apply it adds the courier annotations. Give it the flags (or COURIER_* variables) courier runs with.\n\nFlags:\n")
-		fs.PrintDefaults()
+	cmd.Flags.BoolVar(&reloadAll, "reload-all", false, "as courier's flag (and Reloader's --auto-reload-all)")
+	cmd.Flags.BoolVar(&apply, "apply", false, "add the courier annotations to the objects (the other tools' annotations are never removed)")
+	var src globs.List
+	code, ok := cmd.Parse(args, getenv, func() (err error) {
+		src, _, err = config.NamespaceGlobs(cmd.SourceNS, "", cmd.Namespace)
+		return err
+	})
+	if !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if err := config.ApplyEnv(fs, getenv); err != nil {
-		fmt.Fprintf(stderr, "courier migrate: %v\n", err)
-		return 2
-	}
-	src, _, err := config.NamespaceGlobs(sourceNS, "", namespace)
-	if err == nil && output != "table" && output != "json" {
-		err = fmt.Errorf("-o %q: want table or json", output)
-	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "courier migrate: %v\n", err)
-		return 2
-	}
-	if err := run(context.Background(), kubeconfig, Options{SourceNamespaces: src, ReloadAll: reloadAll}, apply, output, stdout); err != nil {
-		fmt.Fprintf(stderr, "courier migrate: %v\n", err)
+	if err := run(context.Background(), cmd, Options{SourceNamespaces: src, ReloadAll: reloadAll}, apply, stdout); err != nil {
+		cmd.Fail(err)
 		return 1
 	}
 	return 0
 }
 
-func run(ctx context.Context, kubeconfig string, o Options, apply bool, output string, w io.Writer) error {
-	cfg, err := config.RestConfig(config.Options{Kubeconfig: kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	meta, err := metadata.NewForConfig(cfg)
+func run(ctx context.Context, cmd *config.Subcommand, o Options, apply bool, w io.Writer) error {
+	client, meta, err := cmd.Clients()
 	if err != nil {
 		return err
 	}
@@ -89,7 +57,7 @@ func run(ctx context.Context, kubeconfig string, o Options, apply bool, output s
 	if apply {
 		applyErr = r.Apply(ctx, client)
 	}
-	if output == "json" {
+	if cmd.Output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(r); err != nil {
