@@ -45,13 +45,20 @@ func podSpec(env []corev1.EnvVar, envFrom []corev1.EnvFromSource, volumes []core
 
 func createDeployment(t *testing.T, ns, name string, annotations map[string]string, spec corev1.PodSpec) {
 	t.Helper()
+	createDeploymentWithTemplate(t, ns, name, annotations, nil, spec)
+}
+
+// createDeploymentWithTemplate is createDeployment with annotations on the
+// pod template too.
+func createDeploymentWithTemplate(t *testing.T, ns, name string, annotations, templateAnnotations map[string]string, spec corev1.PodSpec) {
+	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: templateAnnotations}, Spec: spec},
 		},
 	}
 	if _, err := admin().AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {

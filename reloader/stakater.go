@@ -2,9 +2,9 @@ package reloader
 
 import (
 	"regexp"
-	"strconv"
 	"strings"
 
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -88,7 +88,7 @@ func Stakater(kind, name string, workload, template map[string]string, input fun
 		return StakaterReload, badPatterns
 	}
 	auto, typed := a[StakaterAuto], a[StakaterTypedAuto(kind)]
-	if isTrue(auto) || isTrue(typed) {
+	if source.IsTrue(auto) || source.IsTrue(typed) {
 		return StakaterReload, badPatterns
 	}
 	if reloadAll && (auto != "" || typed != "") {
@@ -97,12 +97,6 @@ func Stakater(kind, name string, workload, template map[string]string, input fun
 		return StakaterBlocked, badPatterns
 	}
 	return StakaterSilent, badPatterns
-}
-
-// isTrue reads a boolean as Reloader does (strconv.ParseBool).
-func isTrue(v string) bool {
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
 }
 
 // stakaterKeys are the workload annotations whose change makes the reloader

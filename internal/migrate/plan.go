@@ -279,8 +279,8 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 	}
 	switch {
 	case len(reloaded) > 0 && len(reloaded) == len(refs) &&
-		isTrue(reloader.StakaterAnnotations(wellknown.KindSecret, a, tmpl.Annotations)[reloader.StakaterAuto]) &&
-		isTrue(reloader.StakaterAnnotations(wellknown.KindConfigMap, a, tmpl.Annotations)[reloader.StakaterAuto]):
+		source.IsTrue(reloader.StakaterAnnotations(wellknown.KindSecret, a, tmpl.Annotations)[reloader.StakaterAuto]) &&
+		source.IsTrue(reloader.StakaterAnnotations(wellknown.KindConfigMap, a, tmpl.Annotations)[reloader.StakaterAuto]):
 		obj.add(wellknown.Reload, "true", a)
 	case len(reloaded) > 0:
 		obj.add(wellknown.ReloadOn, strings.Join(reloaded, ", "), a)
@@ -321,9 +321,4 @@ func consumes(refs []inputs.Ref, kind, name string) bool {
 		}
 	}
 	return false
-}
-
-func isTrue(v string) bool {
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
 }

@@ -61,7 +61,7 @@ func IsSource(annotations map[string]string, compat Compat) bool {
 // AllowsPulls reports whether annotations let targets pull from the object
 // (another tool's pull permission, with compat).
 func AllowsPulls(annotations map[string]string, compat Compat) bool {
-	return (compat.Replicator && isTrue(annotations[MittwaldAllowed])) || (compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]))
+	return (compat.Replicator && IsTrue(annotations[MittwaldAllowed])) || (compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]))
 }
 
 // TargetsOf reads where a source's replicas go. courier's own replicate-to
@@ -128,7 +128,7 @@ func ParseSelector(s string) (labels.Selector, error) {
 func PullAllowed(annotations map[string]string, via, namespace string) (bool, string) {
 	switch via {
 	case MittwaldReplicateFrom:
-		if !isTrue(annotations[MittwaldAllowed]) {
+		if !IsTrue(annotations[MittwaldAllowed]) {
 			return false, fmt.Sprintf("the source lacks %s: \"true\"", MittwaldAllowed)
 		}
 		v, ok := annotations[MittwaldAllowedNamespaces]
@@ -230,8 +230,9 @@ func reflectorList(annotation, v string) (func(string) bool, error) {
 	return anyMatch(res), nil
 }
 
-// isTrue reads a boolean as kubernetes-replicator does (Go's ParseBool).
-func isTrue(v string) bool {
+// IsTrue reads a boolean as kubernetes-replicator and Stakater Reloader do
+// (Go's strconv.ParseBool: "true", "1", "t", "TRUE", "True", "T").
+func IsTrue(v string) bool {
 	b, err := strconv.ParseBool(v)
 	return err == nil && b
 }
