@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -136,6 +137,15 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	var dyn dynamic.Interface
+	if len(o.ReloadResources) > 0 {
+		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("build Kubernetes client: %w", err)
+		}
+		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, logger); err != nil {
+			return err
+		}
+	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	defer broadcaster.Shutdown()
@@ -171,10 +181,14 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		QPS:          float32(o.ReloadQPS),
 		Burst:        o.ReloadBurst,
 		QueueMetrics: queues,
+		Dynamic:      dyn,
 		Notifier:     notifier,
 	})
 	if err != nil {
 		return err
+	}
+	if inf.Custom != nil {
+		inf.Custom.OnKind(rel.AddKind)
 	}
 	controllers := []controller{rep, grd, rel}
 
@@ -185,6 +199,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		zap.Stringer("excludeNamespaces", o.ExcludeNamespaces),
 		zap.Stringer("compat", &o.Compat),
 		zap.Stringer("notifyURLs", &o.NotifyURLs),
+		zap.Stringer("reloadResources", &o.ReloadResources),
 		zap.Bool("leaderElect", o.LeaderElect),
 		zap.String("metricsAddr", o.MetricsAddr))
 

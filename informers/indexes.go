@@ -5,7 +5,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -77,7 +76,8 @@ func metaOf(obj any) (metav1.Object, error) {
 }
 
 // ConsumersByInput indexes workloads (Deployments, StatefulSets, DaemonSets,
-// CronJobs) by every Secret and ConfigMap their pod template consumes, as
+// CronJobs, custom kinds) by every Secret and ConfigMap they consume
+// (workload.Inputs), as
 // InputKey values, so a change costs work proportional to its consumers.
 const ConsumersByInput = "courier.dev/consumers-by-input"
 
@@ -91,15 +91,11 @@ func indexConsumersByInput(obj any) ([]string, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	_, t := workload.Of(obj)
-	if t == nil {
-		return nil, nil
-	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
 	}
-	refs := inputs.Of(&t.Spec)
+	refs := workload.Inputs(obj)
 	out := make([]string, 0, len(refs))
 	for _, r := range refs {
 		out = append(out, InputKey(r.Kind, m.GetNamespace(), r.Name))

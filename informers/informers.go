@@ -36,6 +36,8 @@ type Set struct {
 	StatefulSets appsinformers.StatefulSetInformer
 	DaemonSets   appsinformers.DaemonSetInformer
 	CronJobs     batchinformers.CronJobInformer
+	// Custom is the custom kinds of --reload-resources (nil: none listed).
+	Custom *Custom
 }
 
 // New builds every informer (so all of them start, and readiness waits for
@@ -77,11 +79,17 @@ func New(client kubernetes.Interface, allowed func(namespace string) bool, couri
 // every controller has registered its handlers and indexers.
 func (s *Set) Start(ctx context.Context) {
 	s.factory.Start(ctx.Done())
+	if s.Custom != nil {
+		s.Custom.Start(ctx)
+	}
 }
 
 // Shutdown waits for every informer goroutine to end after ctx is done.
 func (s *Set) Shutdown() {
 	s.factory.Shutdown()
+	if s.Custom != nil {
+		s.Custom.Shutdown()
+	}
 }
 
 // HasSynced reports whether every informer has completed its initial list.
@@ -91,7 +99,7 @@ func (s *Set) HasSynced() bool {
 			return false
 		}
 	}
-	return true
+	return s.Custom == nil || s.Custom.HasSynced()
 }
 
 // WaitForSync blocks until every informer has synced or ctx ends.
@@ -100,6 +108,9 @@ func (s *Set) WaitForSync(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("informer cache for %v did not sync: %w", typ, context.Cause(ctx))
 		}
+	}
+	if s.Custom != nil && !cache.WaitForCacheSync(ctx.Done(), s.Custom.HasSynced) {
+		return fmt.Errorf("the informer caches of --reload-resources did not sync: %w", context.Cause(ctx))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -46,6 +47,9 @@ type Options struct {
 	Burst int
 	// QueueMetrics, if set, receives the work queue's metrics.
 	QueueMetrics workqueue.MetricsProvider
+	// Dynamic patches the custom kinds (--reload-resources); it may be nil
+	// when there are none.
+	Dynamic dynamic.Interface
 	// Notifier, if set, is told of every rollout (--notify-url).
 	Notifier *notify.Notifier
 	// Clock is the reloader's time (nil: the real clock).
@@ -58,13 +62,15 @@ type Controller struct {
 	client     kubernetes.Interface
 	logger     *zap.Logger
 	recorder   record.EventRecorder
-	workloads  map[string]cache.Indexer
 	secrets    cache.Indexer
 	configMaps cache.Indexer
 	synced     []cache.InformerSynced
 	queue      *workers.Queue[key]
 	limiter    flowcontrol.RateLimiter
 	metrics    *reloaderMetrics
+
+	kindsMu sync.RWMutex
+	kinds   map[string]kindInfo // by kind name: the built-in kinds, and the custom kinds served now
 
 	mu      sync.Mutex
 	entries map[types.UID]cachedEntries // per-key digests of objects holding values, by UID
@@ -87,7 +93,7 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		client:     client,
 		logger:     logger.Named("reloader"),
 		recorder:   recorder,
-		workloads:  map[string]cache.Indexer{},
+		kinds:      map[string]kindInfo{},
 		secrets:    secrets.GetIndexer(),
 		configMaps: configMaps.GetIndexer(),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced},
@@ -105,13 +111,9 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		if !ok {
 			return nil, fmt.Errorf("reloader: no %s informer", kind)
 		}
-		c.workloads[kind] = i.GetIndexer()
+		c.kinds[kind] = kindInfo{indexer: i.GetIndexer(), hashPath: workload.HashPath(kind)}
 		c.synced = append(c.synced, i.HasSynced)
-		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.onWorkload,
-			UpdateFunc: c.onWorkloadUpdate,
-			DeleteFunc: c.onWorkloadDelete,
-		}); err != nil {
+		if _, err := i.AddEventHandler(c.workloadHandler()); err != nil {
 			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
 		}
 	}
@@ -139,8 +141,8 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // resync starts a term: every workload is compared with its baseline.
 func (c *Controller) resync() {
-	for kind, idx := range c.workloads {
-		for _, k := range idx.ListKeys() {
+	for kind, info := range c.kindList() {
+		for _, k := range info.indexer.ListKeys() {
 			if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil {
 				c.queue.Add(key{Kind: kind, Namespace: ns, Name: name}, time.Time{})
 			}
@@ -171,11 +173,42 @@ func workloadKey(obj any) (key, bool) {
 	return key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, true
 }
 
+func (c *Controller) workloadHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onWorkload,
+		UpdateFunc: c.onWorkloadUpdate,
+		DeleteFunc: c.onWorkloadDelete,
+	}
+}
+
 // onWorkload handles a workload seen for the first time (or on start-up).
 func (c *Controller) onWorkload(obj any) {
 	if k, ok := workloadKey(obj); ok {
 		c.queue.Add(k, time.Time{})
+		for _, r := range c.referencing(k) {
+			c.queue.Add(r, time.Time{})
+		}
 	}
+}
+
+// referencing is the Rollouts that take their pod template from k, a
+// Deployment (spec.workloadRef).
+func (c *Controller) referencing(k key) []key {
+	if k.Kind != workload.Deployment {
+		return nil
+	}
+	rollouts, ok := c.kind(workload.Rollout)
+	if !ok {
+		return nil
+	}
+	objs, _ := rollouts.indexer.ByIndex(informers.RolloutsByWorkloadRef, k.Namespace+"/"+k.Name)
+	out := make([]key, 0, len(objs))
+	for _, o := range objs {
+		if m, err := meta.Accessor(o); err == nil {
+			out = append(out, key{Kind: workload.Rollout, Namespace: m.GetNamespace(), Name: m.GetName()})
+		}
+	}
+	return out
 }
 
 // onWorkloadUpdate looks again only when what the reloader reads changed:
@@ -185,13 +218,17 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	_, nt := workload.Of(newObj)
 	om, err1 := meta.Accessor(oldObj)
 	nm, err2 := meta.Accessor(newObj)
-	if ot == nil || nt == nil || err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil {
 		return
 	}
+	var oldTemplate, newTemplate map[string]string
+	if ot != nil && nt != nil {
+		oldTemplate, newTemplate = ot.Annotations, nt.Annotations
+	}
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
-	if equality.Semantic.DeepEqual(ot.Spec, nt.Spec) &&
+	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
-		!(c.opts.Compat && (changed(a, b, stakaterKeys) || changed(ot.Annotations, nt.Annotations, stakaterKeys))) {
+		!(c.opts.Compat && (changed(a, b, stakaterKeys) || changed(oldTemplate, newTemplate, stakaterKeys))) {
 		return
 	}
 	c.onWorkload(newObj)
@@ -215,14 +252,18 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			return
 		}
 		ik := informers.InputKey(kind, m.GetNamespace(), m.GetName())
-		for wkind, idx := range c.workloads {
-			objs, err := idx.ByIndex(informers.ConsumersByInput, ik)
+		for wkind, info := range c.kindList() {
+			objs, err := info.indexer.ByIndex(informers.ConsumersByInput, ik)
 			if err != nil {
 				continue
 			}
 			for _, o := range objs {
 				w, _ := meta.Accessor(o)
-				c.changed(key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()})
+				k := key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()}
+				c.changed(k)
+				for _, r := range c.referencing(k) {
+					c.changed(r)
+				}
 			}
 		}
 	}

@@ -322,10 +322,17 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 // observe reads the opted-in inputs of workload obj from the cache. A
 // workload with courier.dev/reload: "false" has none. Invalid annotations get
 // a Warning Event and are ignored.
-func (c *Controller) observe(k key, obj any, dg digester) observed {
-	_, tmpl := workload.Of(obj)
+//
+// tmplObj is what holds the pod template: obj itself, or the Deployment a
+// Rollout with spec.workloadRef takes its template from.
+func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
+	_, tmpl := workload.Of(tmplObj)
+	var tmplAnnotations map[string]string
+	if tmpl != nil {
+		tmplAnnotations = tmpl.Annotations
+	}
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
-		templateHash: tmpl.Annotations[wellknown.ConfigHash], previous: baseline{}, digester: dg}
+		templateHash: workload.HashOf(tmplObj), previous: baseline{}, digester: dg}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
 	recorded, _ := parseBaseline(a[wellknown.ConfigInputs])
@@ -345,12 +352,12 @@ func (c *Controller) observe(k key, obj any, dg digester) observed {
 		}
 	}
 	var badPatterns []string
-	for _, ref := range inputs.Of(&tmpl.Spec) {
+	for _, ref := range workload.Inputs(tmplObj) {
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
 		verdict := StakaterSilent
 		if c.opts.Compat {
 			var bad []string
-			verdict, bad = Stakater(ref.Kind, ref.Name, a, tmpl.Annotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
+			verdict, bad = Stakater(ref.Kind, ref.Name, a, tmplAnnotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
 			badPatterns = append(badPatterns, bad...)
 		}
 		own := a[wellknown.Reload] == "true" || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
@@ -385,11 +392,25 @@ func (c *Controller) observe(k key, obj any, dg digester) observed {
 // sync carries out the decision on one workload: at most one patch.
 func (c *Controller) sync(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
-	obj, ok, err := c.workloads[k.Kind].GetByKey(k.Namespace + "/" + k.Name)
+	info, ok := c.kind(k.Kind)
+	if !ok {
+		return nil // a custom kind no longer served
+	}
+	obj, ok, err := info.indexer.GetByKey(k.Namespace + "/" + k.Name)
 	if err != nil || !ok {
 		return err
 	}
 	w := obj.(metav1.Object)
+	tmplObj := obj
+	var via metav1.Object // the Deployment holding a Rollout's template, which gets the rollout
+	if ref := workload.RefOf(obj); ref != "" {
+		deployments, _ := c.kind(workload.Deployment)
+		d, ok, err := deployments.indexer.GetByKey(k.Namespace + "/" + ref)
+		if err != nil || !ok {
+			return err // nothing to reload until it exists (Argo Rollouts reports it)
+		}
+		tmplObj, via = d, d.(metav1.Object)
+	}
 	dg, ok := c.digester()
 	if !ok {
 		return fmt.Errorf("the digest key %s/%s is not there yet", c.opts.Namespace, KeySecret)
@@ -403,7 +424,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case hasBaseline && storedKey != dg.id:
 		hasBaseline = false // another key (it was lost or replaced): start afresh, like first sight
 	}
-	o := c.observe(k, obj, compareWith)
+	o := c.observe(k, obj, tmplObj, compareWith)
 	d := decide(stored, hasBaseline, o)
 	if compareWith.id != dg.id && d.action != dropBaseline && len(o.optional) > 0 {
 		// Rewrite the baseline with keyed digests, once: no rollout unless
@@ -411,7 +432,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		if d.action != rollOut {
 			d.action = writeBaseline
 		}
-		d.baseline = c.observe(k, obj, dg).now
+		d.baseline = c.observe(k, obj, tmplObj, dg).now
 	}
 	if d.firstSight {
 		c.metrics.skipped.WithLabelValues(skipFirstSight).Inc()
@@ -428,14 +449,14 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case writeNothing:
 		return nil
 	case writeBaseline:
-		return c.write(ctx, k, w, dg, d.baseline, nil)
+		return c.write(ctx, k, info, w, via, dg, d.baseline, nil)
 	case dropBaseline:
-		return c.patch(ctx, k, w, map[string]any{wellknown.ConfigInputs: nil}, "")
+		return c.patch(ctx, k, info, w, map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	if err := c.write(ctx, k, w, dg, d.baseline, d.changed); err != nil {
+	if err := c.write(ctx, k, info, w, via, dg, d.baseline, d.changed); err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
 		return err
@@ -451,8 +472,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	return nil
 }
 
-// write patches the baseline, and with changed inputs, the rollout.
-func (c *Controller) write(ctx context.Context, k key, w metav1.Object, dg digester, now baseline, changed []string) error {
+// write patches the baseline, and with changed inputs, the rollout: into
+// the workload, or into via, the Deployment holding its pod template.
+func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via metav1.Object, dg digester, now baseline, changed []string) error {
 	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id)}
 	hash := ""
 	if len(changed) > 0 {
@@ -460,17 +482,34 @@ func (c *Controller) write(ctx context.Context, k key, w metav1.Object, dg diges
 		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
 		hash = dg.configHash(now)
 	}
-	return c.patch(ctx, k, w, annotations, hash)
+	if hash != "" && via != nil {
+		// First the template, so a baseline written without it cannot
+		// hide the change; a retry finds the hash there and only writes
+		// the baseline.
+		deployments, _ := c.kind(workload.Deployment)
+		dk := key{Kind: workload.Deployment, Namespace: k.Namespace, Name: via.GetName()}
+		if err := c.patch(ctx, dk, deployments, via, map[string]any{}, hash); err != nil {
+			return err
+		}
+		hash = ""
+	}
+	return c.patch(ctx, k, info, w, annotations, hash)
 }
 
 // patch sends the workload courier's annotations (nil removes one) and, with
 // a hash, the rollout.
-func (c *Controller) patch(ctx context.Context, k key, w metav1.Object, annotations map[string]any, hash string) error {
-	data, err := patch(k.Kind, w.GetResourceVersion(), annotations, hash)
+func (c *Controller) patch(ctx context.Context, k key, info kindInfo, w metav1.Object, annotations map[string]any, hash string) error {
+	data, err := patch(info.hashPath, w.GetResourceVersion(), annotations, hash)
 	if err != nil {
 		return err
 	}
-	if err := workload.Patch(ctx, c.client, k.Kind, k.Namespace, k.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: wellknown.FieldManager}); err != nil {
+	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager}
+	if info.gvr != nil {
+		_, err = c.opts.Dynamic.Resource(*info.gvr).Namespace(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, data, opts)
+	} else {
+		err = workload.Patch(ctx, c.client, k.Kind, k.Namespace, k.Name, types.MergePatchType, data, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("patch %s: %w", k, err)
 	}
 	return nil

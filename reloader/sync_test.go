@@ -77,15 +77,19 @@ func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
 func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
 	tests := []struct {
 		kind, hash string
+		path       []string
 		want       string
 	}{
-		{workload.Deployment, "", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"}}`},
-		{workload.Deployment, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}`},
-		{workload.CronJob, "h", `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}}}`},
+		{workload.Deployment, "", workload.HashPath(workload.Deployment), `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"}}`},
+		{workload.Deployment, "h", workload.HashPath(workload.Deployment), `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}`},
+		{workload.CronJob, "h", workload.HashPath(workload.CronJob), `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}}}`},
+		// A custom kind's default: its own annotations, beside the baseline.
+		{"HarborCluster", "h", []string{"metadata", "annotations"}, `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1","courier.dev/config-hash":"h"},"resourceVersion":"7"}}`},
+		{"HarborCluster", "h", []string{"spec", "podAnnotations"}, `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"podAnnotations":{"courier.dev/config-hash":"h"}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+tt.hash, func(t *testing.T) {
-			got, err := patch(tt.kind, "7", map[string]any{wellknown.ConfigInputs: "secret/a=1"}, tt.hash)
+			got, err := patch(tt.path, "7", map[string]any{wellknown.ConfigInputs: "secret/a=1"}, tt.hash)
 			if err != nil {
 				t.Fatal(err)
 			}

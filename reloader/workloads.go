@@ -2,6 +2,11 @@ package reloader
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -15,17 +20,78 @@ type key struct {
 func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
 // patch is the merge patch the reloader sends: courier's annotations on the
-// workload and, for a rollout, courier.dev/config-hash on the pod template.
+// workload and, for a rollout, courier.dev/config-hash in the map at hashPath
+// (a built-in kind's pod template annotations: workload.HashPath).
 // resourceVersion makes it apply only to the workload that was looked at.
-func patch(kind, resourceVersion string, annotations map[string]any, configHash string) ([]byte, error) {
+func patch(hashPath []string, resourceVersion string, annotations map[string]any, configHash string) ([]byte, error) {
 	p := map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion, "annotations": annotations}}
 	if configHash != "" {
-		var node any = map[string]any{"metadata": map[string]any{"annotations": map[string]string{wellknown.ConfigHash: configHash}}}
-		path := workload.TemplatePath(kind)
-		for i := len(path) - 1; i > 0; i-- {
-			node = map[string]any{path[i]: node}
+		node := p
+		for _, field := range hashPath {
+			next, ok := node[field].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				node[field] = next
+			}
+			node = next
 		}
-		p[path[0]] = node
+		node[wellknown.ConfigHash] = configHash
 	}
 	return json.Marshal(p)
+}
+
+// kindInfo is what the reloader knows of one workload kind.
+type kindInfo struct {
+	indexer  cache.Indexer
+	hashPath []string
+	// gvr is a custom kind's (--reload-resources), patched through the
+	// dynamic client; nil for the built-in kinds.
+	gvr *schema.GroupVersionResource
+}
+
+// kind returns what the reloader knows of kind name.
+func (c *Controller) kind(name string) (kindInfo, bool) {
+	c.kindsMu.RLock()
+	defer c.kindsMu.RUnlock()
+	k, ok := c.kinds[name]
+	return k, ok
+}
+
+// kindList is every kind the reloader watches now.
+func (c *Controller) kindList() map[string]kindInfo {
+	c.kindsMu.RLock()
+	defer c.kindsMu.RUnlock()
+	return maps.Clone(c.kinds)
+}
+
+// AddKind starts reloading a custom kind (--reload-resources) whose CRD is
+// served, from its informer (built by package informers, not necessarily
+// started or synced yet). The returned function stops it again (the CRD
+// is gone or changed). Kind names must be unique across groups.
+func (c *Controller) AddKind(ck workload.Custom, inf cache.SharedIndexInformer) (remove func(), err error) {
+	gvr := ck.GVR()
+	c.kindsMu.Lock()
+	if have, ok := c.kinds[ck.Kind]; ok {
+		c.kindsMu.Unlock()
+		what := "a built-in kind"
+		if have.gvr != nil {
+			what = have.gvr.GroupResource().String()
+		}
+		return nil, fmt.Errorf("%s: its kind %s is already reloaded as %s; list only one of them in --reload-resources", ck.Resource, ck.Kind, what)
+	}
+	c.kinds[ck.Kind] = kindInfo{indexer: inf.GetIndexer(), hashPath: ck.Path, gvr: &gvr}
+	c.kindsMu.Unlock()
+	reg, err := inf.AddEventHandler(c.workloadHandler())
+	if err != nil {
+		c.kindsMu.Lock()
+		delete(c.kinds, ck.Kind)
+		c.kindsMu.Unlock()
+		return nil, fmt.Errorf("reloader: %s handler: %w", ck.Kind, err)
+	}
+	return func() {
+		_ = inf.RemoveEventHandler(reg)
+		c.kindsMu.Lock()
+		delete(c.kinds, ck.Kind)
+		c.kindsMu.Unlock()
+	}, nil
 }

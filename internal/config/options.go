@@ -16,6 +16,7 @@ import (
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // Options is everything courier's flags configure. Every flag has an
@@ -29,6 +30,8 @@ type Options struct {
 	ExcludeNamespaces globs.List
 	MetricsAddr       string
 	ReloadAll         bool
+	// ReloadResources are the custom kinds the reloader also reloads.
+	ReloadResources workload.Resources
 	// Compat names the other tools whose annotations courier also honours.
 	Compat source.Compat
 	// NotifyURLs receive a notification of each rollout.
@@ -72,6 +75,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector)")
 	fs.Var(&o.NotifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
+	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: README")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
 	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")

@@ -147,3 +147,21 @@ func ParseReloadOn(s string) (map[string]bool, error) {
 	}
 	return ids, nil
 }
+
+// RefsOf is what courier.dev/reload-on names, as Refs of every key, sorted
+// by ID; entries that are not kind/name are left out (ParseReloadOn names
+// them).
+func RefsOf(reloadOn string) []Ref {
+	ids, _ := ParseReloadOn(reloadOn)
+	out := make([]Ref, 0, len(ids))
+	for id := range ids {
+		kind, name, _ := strings.Cut(id, "/")
+		k := wellknown.KindSecret
+		if kind == "configmap" {
+			k = wellknown.KindConfigMap
+		}
+		out = append(out, Ref{Kind: k, Name: name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}

@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Kind names.
@@ -38,17 +41,53 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 		return DaemonSet, &w.Spec.Template
 	case *batchv1.CronJob:
 		return CronJob, &w.Spec.JobTemplate.Spec.Template
+	case *Object:
+		return w.Kind, w.Template
 	}
 	return "", nil
 }
 
-// TemplatePath is where kind keeps its pod template, as JSON field names
-// from the object's root.
-func TemplatePath(kind string) []string {
-	if kind == CronJob {
-		return []string{"spec", "jobTemplate", "spec", "template"}
+// Inputs is what a workload consumes: what its pod template references, or,
+// for a custom resource without one, what its courier.dev/reload-on names
+// (a Rollout with spec.workloadRef has none of its own: its Deployment's
+// template says).
+func Inputs(obj any) []inputs.Ref {
+	if _, t := Of(obj); t != nil {
+		return inputs.Of(&t.Spec)
 	}
-	return []string{"spec", "template"}
+	if o, ok := obj.(*Object); ok && o.WorkloadRef == "" {
+		return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
+	}
+	return nil
+}
+
+// RefOf is the Deployment a Rollout takes its pod template from
+// (spec.workloadRef), or "".
+func RefOf(obj any) string {
+	if o, ok := obj.(*Object); ok {
+		return o.WorkloadRef
+	}
+	return ""
+}
+
+// HashOf is the courier.dev/config-hash the workload holds now.
+func HashOf(obj any) string {
+	if o, ok := obj.(*Object); ok {
+		return o.Hash
+	}
+	if _, t := Of(obj); t != nil {
+		return t.Annotations[wellknown.ConfigHash]
+	}
+	return ""
+}
+
+// HashPath is where a built-in kind keeps courier.dev/config-hash: its pod
+// template's annotations, as JSON field names from the object's root.
+func HashPath(kind string) []string {
+	if kind == CronJob {
+		return []string{"spec", "jobTemplate", "spec", "template", "metadata", "annotations"}
+	}
+	return []string{"spec", "template", "metadata", "annotations"}
 }
 
 // Patch sends a patch of type pt to the workload kind namespace/name.

@@ -1,0 +1,291 @@
+package informers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-k8s/courier/internal/workload"
+)
+
+// RolloutsByWorkloadRef indexes Rollouts with spec.workloadRef by the
+// Deployment they take their pod template from, "<namespace>/<name>".
+const RolloutsByWorkloadRef = "courier.dev/rollouts-by-workload-ref"
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// KindHandler is told when a custom kind is served, with the informer of its
+// objects (built, not started); the function it returns is called when the
+// kind stops being served (its CRD deleted, or its version or kind changed).
+type KindHandler func(workload.Custom, cache.SharedIndexInformer) (stop func(), err error)
+
+// Custom runs the informers of the custom kinds in --reload-resources. It
+// watches each kind's CustomResourceDefinition by name (so RBAC can grant
+// exactly those, and nothing is watched for kinds not listed) and, while the
+// CRD is established, an informer of the kind's objects. A kind whose CRD is
+// installed later is picked up then; one whose CRD goes is dropped.
+type Custom struct {
+	client  dynamic.Interface
+	logger  *zap.Logger
+	handler KindHandler
+	crds    []cache.SharedIndexInformer
+	handled []cache.ResourceEventHandlerRegistration // one per CRD informer: its initial list is handled
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	ctx     context.Context
+	running map[schema.GroupResource]*runningKind
+}
+
+type runningKind struct {
+	kind   workload.Custom
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	stop   func()
+}
+
+// NewCustom builds the CRD informers for resources (none started).
+func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *zap.Logger) (*Custom, error) {
+	c := &Custom{client: client, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}}
+	for _, r := range resources {
+		name := r.GroupResource.String()
+		inf := dynamicinformer.NewFilteredDynamicInformer(client, crdResource, "", 0, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }).Informer()
+		if err := inf.SetTransform(trimCRD); err != nil {
+			return nil, err
+		}
+		if err := inf.SetWatchErrorHandlerWithContext(c.watchError("the CustomResourceDefinition "+name,
+			"grant get, list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see README)")); err != nil {
+			return nil, err
+		}
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.reconcile(r, obj) },
+			UpdateFunc: func(_, obj any) { c.reconcile(r, obj) },
+			DeleteFunc: func(any) { c.reconcile(r, nil) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.crds = append(c.crds, inf)
+		c.handled = append(c.handled, reg)
+	}
+	return c, nil
+}
+
+// OnKind sets who is told of the kinds served; call it before Start.
+func (c *Custom) OnKind(h KindHandler) { c.handler = h }
+
+// Start starts the CRD informers; the kinds' informers start as their CRDs
+// are seen. Everything stops when ctx ends.
+func (c *Custom) Start(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+	for _, inf := range c.crds {
+		c.run(ctx, inf)
+	}
+}
+
+func (c *Custom) run(ctx context.Context, inf cache.SharedIndexInformer) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		inf.RunWithContext(ctx)
+	}()
+}
+
+// Shutdown waits for every informer goroutine to end after ctx is done.
+func (c *Custom) Shutdown() { c.wg.Wait() }
+
+// HasSynced reports whether every CRD informer's initial list has been
+// handled (so the kinds served at start have informers) and every running
+// kind's informer has completed its initial list.
+func (c *Custom) HasSynced() bool {
+	for _, reg := range c.handled {
+		if !reg.HasSynced() {
+			return false
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.running {
+		if !r.inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Served is the custom kinds served now.
+func (c *Custom) Served() []workload.Custom {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []workload.Custom
+	for _, r := range c.running {
+		out = append(out, r.kind)
+	}
+	return out
+}
+
+// reconcile starts, restarts or stops r's informer as its CRD (nil: gone)
+// says.
+func (c *Custom) reconcile(r workload.Resource, crd any) {
+	want, served := servedKind(r, crd)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.running[r.GroupResource]
+	if cur != nil && served && cur.kind.GVR() == want.GVR() && cur.kind.Kind == want.Kind {
+		return
+	}
+	if cur != nil {
+		cur.stop()
+		cur.cancel()
+		delete(c.running, r.GroupResource)
+		c.logger.Info("stopped watching a custom kind: its CustomResourceDefinition is gone or changed", zap.Stringer("resource", r.GroupResource))
+	}
+	if !served {
+		if crd == nil {
+			c.logger.Info("a kind listed in --reload-resources is not installed; courier watches it once its CustomResourceDefinition is established", zap.Stringer("resource", r.GroupResource))
+		}
+		return
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.client, want.GVR(), metav1.NamespaceAll, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
+	if r.HasTemplate() {
+		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef
+	}
+	err := errors.Join(inf.SetTransform(c.objectTransform(want)), inf.AddIndexers(indexers),
+		inf.SetWatchErrorHandlerWithContext(c.watchError(want.Kind+" objects ("+want.GVR().String()+")",
+			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see README)")))
+	var stop func()
+	if err == nil {
+		stop, err = c.handler(want, inf)
+	}
+	if err != nil {
+		c.logger.Error("cannot reload a custom kind", zap.Stringer("resource", r.GroupResource), zap.Error(err))
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.running[r.GroupResource] = &runningKind{kind: want, inf: inf, cancel: cancel, stop: stop}
+	c.run(ctx, inf)
+	c.logger.Info("watching a custom kind", zap.Stringer("resource", r.GroupResource), zap.String("kind", want.Kind), zap.String("version", want.Version))
+}
+
+// objectTransform keeps of each object of kind what the reloader reads
+// (workload.Object). An object courier cannot read is kept with its
+// metadata only, so it is never reloaded, and the reason is logged.
+func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		o, err := workload.ObjectOf(kind, u)
+		if err != nil {
+			c.logger.Warn("not reloaded", zap.Error(err))
+		}
+		if o.Template != nil {
+			trimPodSpec(&o.Template.Spec)
+		}
+		return o, nil
+	}
+}
+
+// watchError logs a failed list or watch of what, with the fix when
+// courier is not allowed to.
+func (c *Custom) watchError(what, fix string) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			c.logger.Error("courier may not watch "+what+"; it is not ready until it may: "+fix, zap.Error(err))
+			return
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
+}
+
+// servedKind reads the kind, and the version to watch, from r's CRD: the
+// storage version if it is served, else the first served one. A CRD not
+// yet established serves nothing.
+func servedKind(r workload.Resource, obj any) (workload.Custom, bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return workload.Custom{}, false
+	}
+	established := false
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, cond := range conditions {
+		if m, ok := cond.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+			established = true
+		}
+	}
+	kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	version := ""
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		if m["served"] != true {
+			continue
+		}
+		if m["storage"] == true || version == "" {
+			version = name
+		}
+	}
+	if !established || kind == "" || version == "" {
+		return workload.Custom{}, false
+	}
+	return workload.Custom{Resource: r, Version: version, Kind: kind}, true
+}
+
+// trimCRD keeps of a CustomResourceDefinition what servedKind reads: a
+// Rollout's CRD is over 500 KB of schema.
+func trimCRD(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	if kind, ok, _ := unstructured.NestedString(u.Object, "spec", "names", "kind"); ok {
+		_ = unstructured.SetNestedField(out.Object, kind, "spec", "names", "kind")
+	}
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	var kept []any
+	for _, v := range versions {
+		if m, ok := v.(map[string]any); ok {
+			kept = append(kept, map[string]any{"name": m["name"], "served": m["served"], "storage": m["storage"]})
+		}
+	}
+	if err := unstructured.SetNestedSlice(out.Object, kept, "spec", "versions"); err != nil {
+		return nil, fmt.Errorf("trim CRD %s: %w", u.GetName(), err)
+	}
+	if conditions, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
+		_ = unstructured.SetNestedSlice(out.Object, conditions, "status", "conditions")
+	}
+	return out, nil
+}
+
+func indexByWorkloadRef(obj any) ([]string, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(*workload.Object); ok && o.WorkloadRef != "" {
+		return []string{o.Namespace + "/" + o.WorkloadRef}, nil
+	}
+	return nil, nil
+}

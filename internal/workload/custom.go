@@ -1,0 +1,184 @@
+package workload
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// Rollouts is Argo Rollouts' Rollout: courier reads its pod template
+// (spec.template) as it reads a Deployment's, or, with spec.workloadRef, the
+// referenced Deployment's.
+var Rollouts = schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}
+
+// Rollout is the kind name of Rollouts.
+const Rollout = "Rollout"
+
+// defaultPath is where a custom kind gets courier.dev/config-hash unless a
+// field path is given: its own metadata annotations.
+var defaultPath = []string{"metadata", "annotations"}
+
+// Resource is a kind of custom resource listed in --reload-resources:
+// "rollouts.argoproj.io", or "<plural>.<group>" with an optional
+// ":<field path>" of the annotations map that gets courier.dev/config-hash.
+type Resource struct {
+	schema.GroupResource
+	// Path is the field path of the map that gets courier.dev/config-hash
+	// (for Rollouts, the pod template's annotations).
+	Path []string
+}
+
+// String is the resource as --reload-resources takes it.
+func (r Resource) String() string {
+	if r.GroupResource == Rollouts || slices.Equal(r.Path, defaultPath) {
+		return r.GroupResource.String()
+	}
+	return r.GroupResource.String() + ":" + strings.Join(r.Path, ".")
+}
+
+// HasTemplate reports whether courier reads the kind's pod template
+// (Rollouts); every other custom kind says what it consumes in
+// courier.dev/reload-on.
+func (r Resource) HasTemplate() bool { return r.GroupResource == Rollouts }
+
+// ParseResource reads one item of --reload-resources.
+func ParseResource(s string) (Resource, error) {
+	name, path, hasPath := strings.Cut(strings.TrimSpace(s), ":")
+	plural, group, ok := strings.Cut(name, ".")
+	if !ok || len(validation.IsDNS1123Label(plural)) > 0 || len(validation.IsDNS1123Subdomain(group)) > 0 {
+		return Resource{}, fmt.Errorf("%q is not <plural>.<group> (e.g. rollouts.argoproj.io or harborclusters.goharbor.io), the name of a CustomResourceDefinition", name)
+	}
+	r := Resource{GroupResource: schema.GroupResource{Group: group, Resource: plural}, Path: defaultPath}
+	if r.GroupResource == Rollouts {
+		r.Path = []string{"spec", "template", "metadata", "annotations"}
+		if hasPath {
+			return Resource{}, fmt.Errorf("%s takes no field path: courier writes courier.dev/config-hash into the Rollout's pod template, as for a Deployment", Rollouts)
+		}
+		return r, nil
+	}
+	if hasPath {
+		r.Path = strings.Split(path, ".")
+		for _, p := range r.Path {
+			if p == "" {
+				return Resource{}, fmt.Errorf("%s: the field path %q has an empty part; give it as JSON field names joined by dots, e.g. spec.template.metadata.annotations", name, path)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Resources is the value of --reload-resources: comma-separated, repeatable.
+type Resources []Resource
+
+func (rs *Resources) String() string {
+	var out []string
+	for _, r := range *rs {
+		out = append(out, r.String())
+	}
+	return strings.Join(out, ",")
+}
+
+// Set adds the resources in s.
+func (rs *Resources) Set(s string) error {
+	for _, item := range strings.Split(s, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		r, err := ParseResource(item)
+		if err != nil {
+			return err
+		}
+		for _, have := range *rs {
+			if have.GroupResource == r.GroupResource {
+				return fmt.Errorf("%s is listed twice", r.GroupResource)
+			}
+		}
+		*rs = append(*rs, r)
+	}
+	return nil
+}
+
+// Custom is a Resource as the API server serves it: the version courier
+// watches and the kind's name.
+type Custom struct {
+	Resource
+	Version string
+	Kind    string
+}
+
+// GVR is the group, version and resource to watch and patch.
+func (c Custom) GVR() schema.GroupVersionResource { return c.GroupResource.WithVersion(c.Version) }
+
+// Object is a custom resource as courier's cache holds it: its metadata
+// (annotations, without kubectl's last-applied configuration) and what the
+// reloader reads. Nothing else of the object is kept.
+type Object struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// Template is a Rollout's pod template, trimmed as a Deployment's is; nil
+	// for other kinds and for a Rollout with spec.workloadRef.
+	Template *corev1.PodTemplateSpec
+	// WorkloadRef is the Deployment a Rollout takes its template from.
+	WorkloadRef string
+	// Hash is courier.dev/config-hash where the kind keeps it.
+	Hash string
+}
+
+// DeepCopyObject copies o.
+func (o *Object) DeepCopyObject() runtime.Object {
+	c := *o
+	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	if o.Template != nil {
+		c.Template = o.Template.DeepCopy()
+	}
+	return &c
+}
+
+// ObjectOf reads a custom resource of kind c into an Object.
+func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
+	o := &Object{
+		TypeMeta: metav1.TypeMeta{APIVersion: c.GVR().GroupVersion().String(), Kind: c.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+			Generation: u.GetGeneration(), CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
+		},
+	}
+	if a := u.GetAnnotations(); len(a) > 0 {
+		o.Annotations = make(map[string]string, len(a))
+		for k, v := range a {
+			if k != corev1.LastAppliedConfigAnnotation {
+				o.Annotations[k] = v
+			}
+		}
+	}
+	if !c.HasTemplate() {
+		o.Hash, _, _ = unstructured.NestedString(u.Object, append(append([]string{}, c.Path...), wellknown.ConfigHash)...)
+		return o, nil
+	}
+	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "workloadRef"); ok {
+		if ref["kind"] != Deployment {
+			return nil, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's", c.Kind, o.Namespace, o.Name, ref["kind"])
+		}
+		o.WorkloadRef, _ = ref["name"].(string)
+		return o, nil
+	}
+	t, ok, _ := unstructured.NestedMap(u.Object, "spec", "template")
+	if !ok {
+		return o, nil
+	}
+	o.Template = &corev1.PodTemplateSpec{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(t, o.Template); err != nil {
+		return nil, fmt.Errorf("%s %s/%s: spec.template is not a pod template: %w", c.Kind, o.Namespace, o.Name, err)
+	}
+	o.Hash = o.Template.Annotations[wellknown.ConfigHash]
+	return o, nil
+}

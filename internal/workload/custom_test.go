@@ -1,0 +1,98 @@
+package workload
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+func TestParseResources(t *testing.T) {
+	var rs Resources
+	if err := rs.Set("rollouts.argoproj.io, harborclusters.goharbor.io:spec.template.metadata.annotations"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Set("widgets.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rs.String(), "rollouts.argoproj.io,harborclusters.goharbor.io:spec.template.metadata.annotations,widgets.example.com"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if !rs[0].HasTemplate() || rs[1].HasTemplate() {
+		t.Error("only Rollouts have a pod template courier reads")
+	}
+	if diff := cmp.Diff([]string{"spec", "template", "metadata", "annotations"}, rs[0].Path); diff != "" {
+		t.Errorf("Rollouts' hash path (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"metadata", "annotations"}, rs[2].Path); diff != "" {
+		t.Errorf("default hash path (-want +got):\n%s", diff)
+	}
+	for in, want := range map[string]string{
+		"rollouts":                                "is not <plural>.<group>",
+		"Widgets.example.com":                     "is not <plural>.<group>",
+		"rollouts.argoproj.io:spec.x":             "takes no field path",
+		"widgets.example.com:spec..x":             "empty part",
+		"widgets.example.com,widgets.example.com": "listed twice",
+	} {
+		var rs Resources
+		if err := rs.Set(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Set(%q) = %v, want an error saying %q", in, err, want)
+		}
+	}
+}
+
+func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
+	var rs Resources
+	if err := rs.Set("rollouts.argoproj.io,widgets.example.com:spec.pod.annotations"); err != nil {
+		t.Fatal(err)
+	}
+	rollout := Custom{Resource: rs[0], Version: "v1alpha1", Kind: Rollout}
+	widget := Custom{Resource: rs[1], Version: "v1", Kind: "Widget"}
+
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "r", "namespace": "n", "annotations": map[string]any{
+			"courier.dev/reload": "true", "kubectl.kubernetes.io/last-applied-configuration": "{…}"}},
+		"spec": map[string]any{"template": map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{wellknown.ConfigHash: "h1"}},
+			"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "x",
+				"envFrom": []any{map[string]any{"secretRef": map[string]any{"name": "db"}}}}}}}},
+	}}
+	o, err := ObjectOf(rollout, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.APIVersion != "argoproj.io/v1alpha1" || o.Kind != Rollout || o.Hash != "h1" || o.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
+		t.Errorf("ObjectOf(Rollout) = %+v", o)
+	}
+	if diff := cmp.Diff([]inputs.Ref{{Kind: wellknown.KindSecret, Name: "db"}}, Inputs(o)); diff != "" {
+		t.Errorf("a Rollout's inputs (-want +got):\n%s", diff)
+	}
+
+	u.Object["spec"] = map[string]any{"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}
+	if o, err = ObjectOf(rollout, u); err != nil || o.WorkloadRef != "web" || o.Template != nil || Inputs(o) != nil || RefOf(o) != "web" {
+		t.Errorf("ObjectOf(Rollout with workloadRef) = %+v, %v", o, err)
+	}
+	u.Object["spec"] = map[string]any{"workloadRef": map[string]any{"kind": "ReplicaSet", "name": "web"}}
+	if _, err = ObjectOf(rollout, u); err == nil || !strings.Contains(err.Error(), "names a ReplicaSet") {
+		t.Errorf("a workloadRef to a ReplicaSet: %v, want an error naming it", err)
+	}
+
+	u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{wellknown.ReloadOn: "secret/a, configmap/b, bogus"}
+	u.Object["spec"] = map[string]any{"pod": map[string]any{"annotations": map[string]any{wellknown.ConfigHash: "h2"}}}
+	if o, err = ObjectOf(widget, u); err != nil || o.Hash != "h2" {
+		t.Fatalf("ObjectOf(Widget) = %+v, %v", o, err)
+	}
+	want := []inputs.Ref{{Kind: wellknown.KindConfigMap, Name: "b"}, {Kind: wellknown.KindSecret, Name: "a"}}
+	if diff := cmp.Diff(want, Inputs(o)); diff != "" {
+		t.Errorf("a custom resource's inputs are its reload-on (-want +got):\n%s", diff)
+	}
+	c := o.DeepCopyObject().(*Object)
+	c.Annotations["x"] = "y"
+	if _, ok := o.Annotations["x"]; ok {
+		t.Error("DeepCopyObject shares the annotations")
+	}
+}
