@@ -128,6 +128,7 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 	}{
 		{"defaults", nil, []string{"manifests"}},
 		{"monitoring on", []string{"--set=serviceMonitor.enabled=true,prometheusRule.enabled=true"}, []string{"manifests", "manifests/monitoring"}},
+		{"argo rollouts", []string{"--set=config.reloadResources={rollouts.argoproj.io}"}, []string{"e2e/testdata/overlays/argo-rollouts"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			chart := withoutHelmLabels(helmTemplate(t, c.set...))

@@ -47,6 +47,9 @@ app.kubernetes.io/component: controller
 {{- with $c.compat }}
 - --compat={{ join "," . }}
 {{- end }}
+{{- with $c.reloadResources }}
+- --reload-resources={{ join "," . }}
+{{- end }}
 {{- range $c.notifyURLs }}
 - --notify-url={{ . }}
 {{- end }}
