@@ -35,12 +35,13 @@ type KindHandler func(workload.Custom, cache.SharedIndexInformer) (stop func(), 
 // CRD is established, an informer of the kind's objects. A kind whose CRD is
 // installed later is picked up then; one whose CRD goes is dropped.
 type Custom struct {
-	client  dynamic.Interface
-	logger  *zap.Logger
-	handler KindHandler
-	crds    []cache.SharedIndexInformer
-	handled []cache.ResourceEventHandlerRegistration // one per CRD informer: its initial list is handled
-	wg      sync.WaitGroup
+	client    dynamic.Interface
+	logger    *zap.Logger
+	handler   KindHandler
+	resources []workload.Resource
+	crds      []cache.SharedIndexInformer
+	handled   []cache.ResourceEventHandlerRegistration // one per CRD informer: its initial list is handled
+	wg        sync.WaitGroup
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -77,6 +78,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *
 			return nil, err
 		}
 		c.crds = append(c.crds, inf)
+		c.resources = append(c.resources, r)
 		c.handled = append(c.handled, reg)
 	}
 	return c, nil
@@ -91,9 +93,20 @@ func (c *Custom) Start(ctx context.Context) {
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
-	for _, inf := range c.crds {
+	for i, inf := range c.crds {
 		c.run(ctx, inf)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if cache.WaitForCacheSync(ctx.Done(), c.handled[i].HasSynced) && len(inf.GetStore().ListKeys()) == 0 {
+				c.notInstalled(c.resources[i])
+			}
+		}()
 	}
+}
+
+func (c *Custom) notInstalled(r workload.Resource) {
+	c.logger.Info("a kind listed in --reload-resources is not installed; courier watches it once its CustomResourceDefinition is established", zap.Stringer("resource", r.GroupResource))
 }
 
 func (c *Custom) run(ctx context.Context, inf cache.SharedIndexInformer) {
@@ -155,7 +168,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	}
 	if !served {
 		if crd == nil {
-			c.logger.Info("a kind listed in --reload-resources is not installed; courier watches it once its CustomResourceDefinition is established", zap.Stringer("resource", r.GroupResource))
+			c.notInstalled(r)
 		}
 		return
 	}

@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func dynamicAdmin(t *testing.T) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(env.cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// createCRD creates a namespaced CRD group/plural (kind) served at v1 that
+// keeps any fields, and waits until it is established; it is deleted when
+// the test ends.
+func createCRD(t *testing.T, group, plural, kind string) schema.GroupVersionResource {
+	t.Helper()
+	name := plural + "." + group
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"group": group, "scope": "Namespaced",
+			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	crds := dynamicAdmin(t).Resource(crdResource)
+	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create CRD %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = crds.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	eventually(t, converge, "CRD "+name+" established", func(ctx context.Context) (bool, error) {
+		u, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}
+}
+
+// testOperator stands in for the operator of a custom kind: it watches the
+// kind and acts (counts) each time courier.dev/config-hash at path changes,
+// as an operator that copies those annotations into its pods' template
+// would roll them.
+type testOperator struct {
+	mu    sync.Mutex
+	seen  map[string]string // object → the hash last acted on
+	acted map[string]int
+}
+
+func startTestOperator(t *testing.T, gvr schema.GroupVersionResource, path ...string) *testOperator {
+	t.Helper()
+	op := &testOperator{seen: map[string]string{}, acted: map[string]int{}}
+	inf := dynamicinformer.NewFilteredDynamicInformer(dynamicAdmin(t), gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	observe := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		hash, _, _ := unstructured.NestedString(u.Object, append(path, keyConfigHash)...)
+		key := u.GetNamespace() + "/" + u.GetName()
+		op.mu.Lock()
+		defer op.mu.Unlock()
+		if hash != op.seen[key] {
+			op.seen[key] = hash
+			op.acted[key]++
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, o any) { observe(o) }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+		t.Fatal("the test operator's cache did not sync")
+	}
+	return op
+}
+
+// rollouts is how many times the operator acted on ns/name for a hash
+// courier wrote.
+func (op *testOperator) rollouts(ns, name string) int {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.acted[ns+"/"+name]
+}
+
+func createCustom(t *testing.T, gvr schema.GroupVersionResource, kind, ns, name string, annotations map[string]string) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(), "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"replicas": int64(1)},
+	}}
+	u.SetAnnotations(annotations)
+	if _, err := dynamicAdmin(t).Resource(gvr).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s/%s: %v", kind, ns, name, err)
+	}
+}
+
+func getCustom(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	return dynamicAdmin(t).Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// customBaselined waits for courier's baseline on a custom resource.
+func customBaselined(t *testing.T, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	eventually(t, converge, "baseline on "+gvr.Resource+" "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		u, err := getCustom(ctx, t, gvr, ns, name)
+		return err == nil && u.GetAnnotations()[keyInputs] != "", err
+	})
+}
+
+// reloadResourcesRBAC is the ClusterRole the chart renders for
+// config.reloadResources=items, as rules.
+func reloadResourcesRBAC(t *testing.T, items ...string) []rbacv1.PolicyRule {
+	t.Helper()
+	objs := helmTemplate(t, "--set=config.reloadResources={"+strings.Join(items, ",")+"}")
+	role, ok := objs["ClusterRole//courier-reload-resources"]
+	if !ok {
+		t.Fatal("the chart rendered no ClusterRole courier-reload-resources")
+	}
+	var cr rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role, &cr); err != nil {
+		t.Fatal(err)
+	}
+	return cr.Rules
+}
+
+// identityWith is courier's identity with extra cluster rules, granted.
+func identityWith(t *testing.T, sa string, extra []rbacv1.PolicyRule) identity {
+	t.Helper()
+	id := identity{sa: sa, rules: manifestRBAC{cluster: append(append([]rbacv1.PolicyRule{}, env.rbac.cluster...), extra...), leader: env.rbac.leader}}
+	if err := id.grantCluster(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { id.revokeCluster(context.Background()) })
+	return id
+}
+
+// SPEC (--reload-resources, custom resources): a custom resource of a
+// listed kind, annotated courier.dev/reload-on, gets courier.dev/config-hash
+// where its operator acts on it (a field path per kind, or its own
+// annotations), reloaded-for and a Reloaded Event, once per change after the
+// debounce; never on restart; a kind whose CRD appears after courier started
+// is picked up; only the listed kinds, with the chart's RBAC.
+func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
+	group := testID() + ".e2e.courier.dev"
+	items := []string{"widgets." + group + ":spec.template.metadata.annotations", "gadgets." + group}
+	id := identityWith(t, "courier-custom", reloadResourcesRBAC(t, items...))
+	ns := newNamespace(t, "custom", nil)
+	args := []string{"--source-namespaces=" + ns, "--reload-resources=" + strings.Join(items, ",")}
+	c := startCourierAs(t, id, nil, args...)
+	// Ready before the CRDs exist: nothing to watch yet.
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+	if !strings.Contains(c.Logs(), "is not installed; courier watches it once its CustomResourceDefinition is established") {
+		t.Error("no log line says a listed kind is not installed yet")
+	}
+
+	widgets := createCRD(t, group, "widgets", "Widget")
+	gadgets := createCRD(t, group, "gadgets", "Gadget")
+	eventually(t, converge, "courier watches both kinds", func(context.Context) (bool, error) {
+		return strings.Count(c.Logs(), "watching a custom kind") == 2, nil
+	})
+	widgetOp := startTestOperator(t, widgets, "spec", "template", "metadata", "annotations")
+	gadgetOp := startTestOperator(t, gadgets, "metadata", "annotations")
+
+	createSecret(t, ns, "db", withData("password", "1"))
+	createConfigMap(t, ns, "cfg", nil, map[string]string{"mode": "a"})
+	createCustom(t, widgets, "Widget", ns, "w", map[string]string{keyReloadOn: "secret/db"})
+	createCustom(t, gadgets, "Gadget", ns, "g", map[string]string{keyReloadOn: "configmap/cfg, secret/db"})
+	createCustom(t, widgets, "Widget", ns, "bystander", nil)
+	customBaselined(t, widgets, ns, "w")
+	customBaselined(t, gadgets, ns, "g")
+
+	// Two changes within the debounce: one rollout each.
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("3") })
+	eventually(t, 10*converge/5, "both operators acted", func(context.Context) (bool, error) {
+		return widgetOp.rollouts(ns, "w") == 1 && gadgetOp.rollouts(ns, "g") == 1, nil
+	})
+	consistently(t, quiet, "each acted exactly once", func(context.Context) (bool, error) {
+		return widgetOp.rollouts(ns, "w") == 1 && gadgetOp.rollouts(ns, "g") == 1, nil
+	})
+	w, err := getCustom(t.Context(), t, widgets, ns, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _, _ := unstructured.NestedString(w.Object, "spec", "template", "metadata", "annotations", keyConfigHash); len(h) != 64 {
+		t.Errorf("widget spec.template.metadata.annotations %s = %q, want a sha256", keyConfigHash, h)
+	}
+	if _, ok := w.GetAnnotations()[keyConfigHash]; ok {
+		t.Error("the widget's own annotations got the hash; its kind's field path says where it goes")
+	}
+	if got := w.GetAnnotations()[keyReloadedFor]; got != "secret/db" {
+		t.Errorf("widget %s = %q, want secret/db", keyReloadedFor, got)
+	}
+	g, err := getCustom(t.Context(), t, gadgets, ns, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.GetAnnotations()[keyConfigHash]) != 64 {
+		t.Errorf("gadget annotations %v: want a sha256 %s (the default place)", g.GetAnnotations(), keyConfigHash)
+	}
+	eventually(t, converge, "Reloaded Event on the widget", eventWith(ns, "w", "Reloaded", "secret/db"))
+	if b, err := getCustom(t.Context(), t, widgets, ns, "bystander"); err != nil || len(b.GetAnnotations()) != 0 {
+		t.Errorf("a widget without reload-on got annotations %v (%v)", b.GetAnnotations(), err)
+	}
+
+	// Only what an object names: the ConfigMap reloads the gadget alone.
+	updateConfigMap(t, ns, "cfg", func(cm *corev1.ConfigMap) { cm.Data["mode"] = "b" })
+	eventually(t, 2*converge, "the gadget's operator acted again", func(context.Context) (bool, error) {
+		return gadgetOp.rollouts(ns, "g") == 2, nil
+	})
+	consistently(t, quiet, "the widget did not", func(context.Context) (bool, error) {
+		return widgetOp.rollouts(ns, "w") == 1 && gadgetOp.rollouts(ns, "g") == 2, nil
+	})
+
+	// A restart rolls nothing out; a change while down rolls out once.
+	c.Stop()
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("4") })
+	c = startCourierAs(t, id, nil, append(args, "--namespace="+c.namespace)...)
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+	eventually(t, 2*converge, "the change made while down reached each operator once", func(context.Context) (bool, error) {
+		return widgetOp.rollouts(ns, "w") == 2 && gadgetOp.rollouts(ns, "g") == 3, nil
+	})
+	consistently(t, quiet, "and only once", func(context.Context) (bool, error) {
+		return widgetOp.rollouts(ns, "w") == 2 && gadgetOp.rollouts(ns, "g") == 3, nil
+	})
+	if strings.Contains(c.Logs(), "is forbidden") {
+		t.Error("the API server refused courier something with the chart's RBAC")
+	}
+}
+
+// SPEC (--reload-resources, RBAC): what the chart grants for a custom kind
+// is all used: without any one permission, courier's log shows the API
+// server refusing exactly it (see TestRBACIsMinimal).
+func TestReloadResourcesRBACIsMinimal(t *testing.T) {
+	group := testID() + ".e2e.courier.dev"
+	item := "widgets." + group
+	widgets := createCRD(t, group, "widgets", "Widget")
+	ns := newNamespace(t, "custom-rbac", nil)
+	createSecret(t, ns, "db", withData("password", "1"))
+	extra := permissions(reloadResourcesRBAC(t, item), false)
+	if len(extra) != 5 {
+		t.Fatalf("the chart grants %v for one kind; this test expects list and watch of its CRD and list, watch and patch of the kind", extra)
+	}
+	for i, p := range extra {
+		t.Run(p.String(), func(t *testing.T) {
+			var rules []rbacv1.PolicyRule
+			for _, q := range extra {
+				if q.String() != p.String() {
+					rules = append(rules, q.rule())
+				}
+			}
+			var envs []string
+			if p.verb == "list" {
+				envs = []string{"KUBE_FEATURE_WatchListClient=false"}
+			}
+			c := startCourierAs(t, identityWith(t, fmt.Sprintf("courier-custom-minus-%d", i), rules), envs, "--source-namespaces="+ns, "--reload-resources="+item)
+			// A widget to baseline: the first write (a patch) of each run.
+			createCustom(t, widgets, "Widget", ns, fmt.Sprintf("w%d", i), map[string]string{keyReloadOn: "secret/db"})
+			eventually(t, 3*converge, "courier's log shows the refusal of "+p.String(), func(context.Context) (bool, error) {
+				return strings.Contains(c.Logs(), refusal(p)), nil
+			})
+		})
+	}
+}
