@@ -270,12 +270,24 @@ func TestReloadResourcesRBACIsMinimal(t *testing.T) {
 	group := testID() + ".e2e.courier.dev"
 	item := "widgets." + group
 	widgets := createCRD(t, group, "widgets", "Widget")
+	eachPermissionUsed(t, permissions(reloadResourcesRBAC(t, item), false), item, func(t *testing.T, ns string, i int) {
+		createCustom(t, widgets, "Widget", ns, fmt.Sprintf("w%d", i), map[string]string{keyReloadOn: "secret/db"})
+	})
+}
+
+// eachPermissionUsed runs courier with --reload-resources=item and courier's
+// RBAC plus extra (the rules for item: list and watch of its CRD, list,
+// watch and patch of the kind) minus one permission at a time, and waits
+// for courier's log to show the API server refusing it that permission.
+// create makes an object of the kind to baseline in ns, which holds Secret
+// db: courier's first write to it is a patch.
+func eachPermissionUsed(t *testing.T, extra []permission, item string, create func(t *testing.T, ns string, i int)) {
+	t.Helper()
+	if len(extra) != 5 {
+		t.Fatalf("%s is granted %v; want list and watch of its CRD and list, watch and patch of the kind", item, extra)
+	}
 	ns := newNamespace(t, "custom-rbac", nil)
 	createSecret(t, ns, "db", withData("password", "1"))
-	extra := permissions(reloadResourcesRBAC(t, item), false)
-	if len(extra) != 5 {
-		t.Fatalf("the chart grants %v for one kind; this test expects list and watch of its CRD and list, watch and patch of the kind", extra)
-	}
 	for i, p := range extra {
 		t.Run(p.String(), func(t *testing.T) {
 			var rules []rbacv1.PolicyRule
@@ -289,8 +301,7 @@ func TestReloadResourcesRBACIsMinimal(t *testing.T) {
 				envs = []string{"KUBE_FEATURE_WatchListClient=false"}
 			}
 			c := startCourierAs(t, identityWith(t, fmt.Sprintf("courier-custom-minus-%d", i), rules), envs, "--source-namespaces="+ns, "--reload-resources="+item)
-			// A widget to baseline: the first write (a patch) of each run.
-			createCustom(t, widgets, "Widget", ns, fmt.Sprintf("w%d", i), map[string]string{keyReloadOn: "secret/db"})
+			create(t, ns, i)
 			eventually(t, 3*converge, "courier's log shows the refusal of "+p.String(), func(context.Context) (bool, error) {
 				return strings.Contains(c.Logs(), refusal(p)), nil
 			})

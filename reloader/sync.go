@@ -451,7 +451,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case writeBaseline:
 		return c.write(ctx, k, info, w, via, dg, d.baseline, nil)
 	case dropBaseline:
-		return c.patch(ctx, k, info, w, map[string]any{wellknown.ConfigInputs: nil}, "")
+		return c.patch(ctx, k, info, w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
@@ -488,18 +488,22 @@ func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via met
 		// the baseline.
 		deployments, _ := c.kind(workload.Deployment)
 		dk := key{Kind: workload.Deployment, Namespace: k.Namespace, Name: via.GetName()}
-		if err := c.patch(ctx, dk, deployments, via, map[string]any{}, hash); err != nil {
+		if err := c.patch(ctx, dk, deployments, via.GetResourceVersion(), map[string]any{}, hash); err != nil {
 			return err
 		}
-		hash = ""
+		// The rollout is made: the Rollout's record of it must not be
+		// lost to a conflict with Argo's own writes (a retry would find
+		// the hash in place and record no rollout), so it is written to
+		// whatever version is there.
+		return c.patch(ctx, k, info, "", annotations, "")
 	}
-	return c.patch(ctx, k, info, w, annotations, hash)
+	return c.patch(ctx, k, info, w.GetResourceVersion(), annotations, hash)
 }
 
 // patch sends the workload courier's annotations (nil removes one) and, with
 // a hash, the rollout.
-func (c *Controller) patch(ctx context.Context, k key, info kindInfo, w metav1.Object, annotations map[string]any, hash string) error {
-	data, err := patch(info.hashPath, w.GetResourceVersion(), annotations, hash)
+func (c *Controller) patch(ctx context.Context, k key, info kindInfo, resourceVersion string, annotations map[string]any, hash string) error {
+	data, err := patch(info.hashPath, resourceVersion, annotations, hash)
 	if err != nil {
 		return err
 	}

@@ -22,9 +22,14 @@ func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name 
 // patch is the merge patch the reloader sends: courier's annotations on the
 // workload and, for a rollout, courier.dev/config-hash in the map at hashPath
 // (a built-in kind's pod template annotations: workload.HashPath).
-// resourceVersion makes it apply only to the workload that was looked at.
+// resourceVersion makes it apply only to the workload that was looked at
+// ("": to whatever version is there).
 func patch(hashPath []string, resourceVersion string, annotations map[string]any, configHash string) ([]byte, error) {
-	p := map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion, "annotations": annotations}}
+	m := map[string]any{"annotations": annotations}
+	if resourceVersion != "" {
+		m["resourceVersion"] = resourceVersion
+	}
+	p := map[string]any{"metadata": m}
 	if configHash != "" {
 		node := p
 		for _, field := range hashPath {

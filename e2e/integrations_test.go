@@ -1,0 +1,320 @@
+//go:build integrations
+
+// The tests with third-party controllers courier is paired with, built from
+// the Go module proxy at pinned versions by e2e/tools/build-integrations.sh:
+// `make test-integrations` (CI runs it after `make test`). They are apart
+// from `make test` because a cold build of those controllers takes 10–20
+// minutes on CI's two cores.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/courier-k8s/courier/e2e/cluster"
+)
+
+var (
+	integrationsOnce sync.Once
+	integrationsDir  string
+	integrationsErr  error
+)
+
+// integrations is the directory build-integrations.sh prints
+// ($COURIER_INTEGRATIONS_DIR, else built now).
+func integrations(t *testing.T) string {
+	t.Helper()
+	integrationsOnce.Do(func() {
+		if integrationsDir = os.Getenv("COURIER_INTEGRATIONS_DIR"); integrationsDir != "" {
+			return
+		}
+		out, err := exec.Command(filepath.Join(env.root, "e2e/tools/build-integrations.sh")).Output()
+		integrationsDir, integrationsErr = strings.TrimSpace(string(out)), err
+	})
+	if integrationsErr != nil {
+		t.Fatalf("build the third-party controllers: %v", integrationsErr)
+	}
+	return integrationsDir
+}
+
+// applyCRDs applies the CRDs in dir server-side (they are over the
+// client-side apply annotation's 256 KiB).
+func applyCRDs(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := kubectl(t.Context(), "apply", "--server-side", "--force-conflicts", "-f", dir); err != nil {
+		t.Fatalf("apply CRDs %s: %v\n%s", dir, err, out)
+	}
+}
+
+// startController runs a third-party controller as admin until the test
+// ends (stopped by its PID), its log printed if the test failed.
+func startController(t *testing.T, name, bin string, extraEnv []string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+}
+
+// healthy waits for a 200 from url (a loopback health endpoint).
+func healthy(t *testing.T, what, url string) {
+	t.Helper()
+	eventually(t, time.Minute, what+" healthy", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil // not listening yet
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	p, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(p)
+}
+
+var rollouts = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+
+// startArgoRollouts applies Argo Rollouts' CRDs and runs its controller
+// (single instance, cluster-wide; its metrics and health servers on
+// loopback: build-integrations.sh).
+func startArgoRollouts(t *testing.T) {
+	t.Helper()
+	dir := integrations(t)
+	applyCRDs(t, filepath.Join(dir, "crds/argo"))
+	health := freePort(t)
+	startController(t, "rollouts-controller", filepath.Join(dir, "bin/rollouts-controller"), nil,
+		"--kubeconfig="+env.cluster.Kubeconfig, "--leader-elect=false", "--loglevel=info",
+		"--metricsPort="+freePort(t), "--healthzPort="+health)
+	healthy(t, "Argo Rollouts", "http://127.0.0.1:"+health+"/healthz")
+}
+
+// argoOverlayRBAC is the ClusterRole manifests/argo-rollouts adds.
+func argoOverlayRBAC(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	role, ok := kustomize(t, "e2e/testdata/overlays/argo-rollouts")["ClusterRole//courier-reload-resources"]
+	if !ok {
+		t.Fatal("manifests/argo-rollouts adds no ClusterRole courier-reload-resources")
+	}
+	var cr rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role, &cr); err != nil {
+		t.Fatal(err)
+	}
+	return cr.Rules
+}
+
+func createRollout(t *testing.T, ns, name string, annotations map[string]string, spec map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     spec,
+	}}
+	u.SetAnnotations(annotations)
+	if _, err := dynamicAdmin(t).Resource(rollouts).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Rollout %s/%s: %v", ns, name, err)
+	}
+}
+
+// rolloutState is what Argo Rollouts says of a Rollout: its revision, and
+// whether it is Healthy with the current pods the stable ones, at its
+// current generation; and how many ReplicaSets it owns.
+type rolloutState struct {
+	revision    string
+	completed   bool
+	replicaSets int
+}
+
+func rolloutStateOf(ctx context.Context, t *testing.T, ns, name string) (rolloutState, *unstructured.Unstructured, error) {
+	u, err := dynamicAdmin(t).Resource(rollouts).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return rolloutState{}, nil, err
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	current, _, _ := unstructured.NestedString(u.Object, "status", "currentPodHash")
+	stable, _, _ := unstructured.NestedString(u.Object, "status", "stableRS")
+	observed, _, _ := unstructured.NestedString(u.Object, "status", "observedGeneration")
+	rss, err := admin().AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return rolloutState{}, nil, err
+	}
+	n := 0
+	for _, rs := range rss.Items {
+		for _, o := range rs.OwnerReferences {
+			if o.Kind == "Rollout" && o.Name == name {
+				n++
+			}
+		}
+	}
+	return rolloutState{
+		revision:    u.GetAnnotations()["rollout.argoproj.io/revision"],
+		completed:   phase == "Healthy" && current != "" && current == stable && observed == strconv.FormatInt(u.GetGeneration(), 10),
+		replicaSets: n,
+	}, u, nil
+}
+
+// rolloutAt waits until Argo Rollouts has completed revision rev of ns/name
+// with replicaSets ReplicaSets.
+func rolloutAt(t *testing.T, ns, name, rev string, replicaSets int) *unstructured.Unstructured {
+	t.Helper()
+	var last *unstructured.Unstructured
+	eventually(t, time.Minute, fmt.Sprintf("Rollout %s/%s completed at revision %s", ns, name, rev), func(ctx context.Context) (bool, error) {
+		s, u, err := rolloutStateOf(ctx, t, ns, name)
+		last = u
+		return err == nil && s.completed && s.revision == rev && s.replicaSets == replicaSets, err
+	})
+	return last
+}
+
+func rolloutStays(t *testing.T, ns, name, rev string) {
+	t.Helper()
+	consistently(t, quiet, fmt.Sprintf("Rollout %s/%s stays at revision %s", ns, name, rev), func(ctx context.Context) (bool, error) {
+		s, _, err := rolloutStateOf(ctx, t, ns, name)
+		return err == nil && s.revision == rev, err
+	})
+}
+
+func rolloutSpec(name string, template map[string]any) map[string]any {
+	return map[string]any{
+		"replicas": int64(1),
+		"selector": map[string]any{"matchLabels": map[string]any{"app": name}},
+		"template": template,
+		"strategy": map[string]any{"canary": map[string]any{}},
+	}
+}
+
+func podTemplate(name string, spec corev1.PodSpec) map[string]any {
+	s, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+	if err != nil {
+		panic(err)
+	}
+	return map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": name}}, "spec": s}
+}
+
+// SPEC (--reload-resources=rollouts.argoproj.io): with the real Argo
+// Rollouts controller, a Rollout consuming a changed Secret gets one new
+// revision (one new ReplicaSet) that Argo completes, like a Deployment; a
+// Rollout with spec.workloadRef is reloaded through its Deployment's pod
+// template, which Argo follows; courier runs with exactly the RBAC of
+// manifests/argo-rollouts, each permission of which is needed.
+func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
+	startArgoRollouts(t)
+	rules := argoOverlayRBAC(t)
+	id := identityWith(t, "courier-argo", rules)
+	ns := newNamespace(t, "argo", nil)
+	c := startCourierAs(t, id, nil, "--source-namespaces="+ns, "--reload-resources=rollouts.argoproj.io")
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+
+	createSecret(t, ns, "db", withData("password", "1"))
+	createSecret(t, ns, "api", withData("token", "1"))
+	createRollout(t, ns, "web", map[string]string{keyReload: "true"},
+		rolloutSpec("web", podTemplate("web", podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))))
+	// workloadRef: the template lives in a Deployment kept at 0 replicas.
+	base := podSpec([]corev1.EnvVar{keyRef("secret", "api", "token")}, nil, nil)
+	createDeployment(t, ns, "base", nil, base)
+	if _, err := admin().AppsV1().Deployments(ns).Patch(t.Context(), "base", "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createRollout(t, ns, "ref", map[string]string{keyReload: "true"}, map[string]any{
+		"replicas":    int64(1),
+		"selector":    map[string]any{"matchLabels": map[string]any{"app": "base"}},
+		"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "base"},
+		"strategy":    map[string]any{"canary": map[string]any{}},
+	})
+	rolloutAt(t, ns, "web", "1", 1)
+	rolloutAt(t, ns, "ref", "1", 1)
+	customBaselined(t, rollouts, ns, "web")
+	customBaselined(t, rollouts, ns, "ref")
+
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
+	u := rolloutAt(t, ns, "web", "2", 2)
+	rolloutStays(t, ns, "web", "2")
+	if h, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", keyConfigHash); len(h) != 64 {
+		t.Errorf("Rollout web's pod template %s = %q, want a sha256", keyConfigHash, h)
+	}
+	if got := u.GetAnnotations()[keyReloadedFor]; got != "secret/db" {
+		t.Errorf("Rollout web %s = %q, want secret/db", keyReloadedFor, got)
+	}
+	eventually(t, converge, "Reloaded Event on Rollout web", eventWith(ns, "web", "Reloaded", "secret/db"))
+	if s, _, err := rolloutStateOf(t.Context(), t, ns, "ref"); err != nil || s.revision != "1" {
+		t.Errorf("Rollout ref moved to revision %q (%v) on a Secret it does not consume", s.revision, err)
+	}
+
+	updateSecret(t, ns, "api", func(s *corev1.Secret) { s.Data["token"] = []byte("2") })
+	u = rolloutAt(t, ns, "ref", "2", 2)
+	rolloutStays(t, ns, "ref", "2")
+	d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "base", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Spec.Template.Annotations[keyConfigHash]) != 64 {
+		t.Errorf("the referenced Deployment's pod template %s = %q, want a sha256", keyConfigHash, d.Spec.Template.Annotations[keyConfigHash])
+	}
+	if got := u.GetAnnotations()[keyReloadedFor]; got != "secret/api" {
+		t.Errorf("Rollout ref %s = %q, want secret/api", keyReloadedFor, got)
+	}
+	if _, ok := u.Object["spec"].(map[string]any)["template"]; ok {
+		t.Error("courier wrote a template into a workloadRef Rollout (Argo requires it empty)")
+	}
+	if strings.Contains(c.Logs(), "is forbidden") {
+		t.Error("the API server refused courier something with the RBAC of manifests/argo-rollouts")
+	}
+
+	t.Run("RBAC", func(t *testing.T) {
+		extra := permissions(rules, false)
+		eachPermissionUsed(t, extra, "rollouts.argoproj.io", func(t *testing.T, ns string, i int) {
+			createRollout(t, ns, fmt.Sprintf("r%d", i), map[string]string{keyReloadOn: "secret/db"},
+				rolloutSpec(fmt.Sprintf("r%d", i), podTemplate(fmt.Sprintf("r%d", i), podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))))
+		})
+	})
+}
