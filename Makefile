@@ -19,8 +19,11 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
+# Built on demand (cold: about 10 minutes); prints the directory of Argo
+# Rollouts' and External Secrets Operator's binaries and CRDs.
+INTEGRATIONS   = $$(e2e/tools/build-integrations.sh)
 
-.PHONY: all help build image release test-compat controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
+.PHONY: all help build image release test-compat test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -67,11 +70,15 @@ unit:
 
 ## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too)
 e2e: prometheus
-	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
+	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
+
+## test-integrations: only the end-to-end tests with Argo Rollouts and External Secrets Operator (part of make e2e)
+test-integrations:
+	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" $(GO) test -p 1 -count=1 -timeout=30m -v -run 'TestArgoRollouts|TestExternalSecrets' ./e2e/
 
 ## test-compat: the end-to-end suite on the oldest Kubernetes minor courier supports (1.30), built like the main control plane
 test-compat: prometheus
-	COURIER_CONTROLPLANE_BIN="$$(e2e/tools/build-compat.sh)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
+	COURIER_CONTROLPLANE_BIN="$$(e2e/tools/build-compat.sh)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
 
 ## soak: the randomized soak test for SOAK (default 10m) instead of make test's 20 s
 SOAK ?= 10m

@@ -1,10 +1,7 @@
-//go:build integrations
-
-// The tests with third-party controllers courier is paired with, built from
-// the Go module proxy at pinned versions by e2e/tools/build-integrations.sh:
-// `make test-integrations` (CI runs it after `make test`). They are apart
-// from `make test` because a cold build of those controllers takes 10–20
-// minutes on CI's two cores.
+// The tests with the third-party controllers courier is paired with, built
+// from the Go module proxy at pinned versions by
+// e2e/tools/build-integrations.sh (cold: about 10 minutes on two cores; make
+// e2e builds them first, `make test-integrations` runs only these tests).
 package e2e
 
 import (
@@ -45,7 +42,9 @@ func integrations(t *testing.T) string {
 		if integrationsDir = os.Getenv("COURIER_INTEGRATIONS_DIR"); integrationsDir != "" {
 			return
 		}
-		out, err := exec.Command(filepath.Join(env.root, "e2e/tools/build-integrations.sh")).Output()
+		cmd := exec.Command(filepath.Join(env.root, "e2e/tools/build-integrations.sh"))
+		cmd.Stderr = os.Stderr // a cold build's progress
+		out, err := cmd.Output()
 		integrationsDir, integrationsErr = strings.TrimSpace(string(out)), err
 	})
 	if integrationsErr != nil {
@@ -317,4 +316,95 @@ func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
 				rolloutSpec(fmt.Sprintf("r%d", i), podTemplate(fmt.Sprintf("r%d", i), podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))))
 		})
 	})
+}
+
+var (
+	clusterSecretStores = schema.GroupVersionResource{Group: "external-secrets.io", Version: "v1", Resource: "clustersecretstores"}
+	externalSecrets     = schema.GroupVersionResource{Group: "external-secrets.io", Version: "v1", Resource: "externalsecrets"}
+)
+
+// startESO applies External Secrets Operator's CRDs and runs its controller
+// (no webhook, no leader election; metrics off, health on loopback).
+func startESO(t *testing.T) {
+	t.Helper()
+	dir := integrations(t)
+	applyCRDs(t, filepath.Join(dir, "crds/eso"))
+	health := freePort(t)
+	startController(t, "external-secrets", filepath.Join(dir, "bin/external-secrets"), []string{"KUBECONFIG=" + env.cluster.Kubeconfig},
+		"--metrics-addr=0", "--live-addr=127.0.0.1:"+health, "--enable-leader-election=false")
+	healthy(t, "External Secrets Operator", "http://127.0.0.1:"+health+"/healthz")
+}
+
+// fakeStore is a ClusterSecretStore of ESO's fake provider (standing in for
+// Vault) holding key = value.
+func fakeStore(name, key, value string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{"provider": map[string]any{"fake": map[string]any{
+			"data": []any{map[string]any{"key": key, "value": value}}}}},
+	}}
+}
+
+// SPEC (README "Vault (through ESO) to every namespace, with reloads"): the
+// real External Secrets Operator syncs a store's value into a source Secret
+// annotated for courier (through the ExternalSecret's template); a change
+// of the value in the store reaches every replica, and every consuming
+// Deployment rolls out exactly once.
+func TestExternalSecretsValueChangeReachesEveryNamespaceAndRollsOnce(t *testing.T) {
+	startESO(t)
+	s := setupReplication(t)
+	store := "fake-" + s.id
+	stores := dynamicAdmin(t).Resource(clusterSecretStores)
+	if _, err := stores.Create(t.Context(), fakeStore(store, "/app/db", "pass-1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stores.Delete(context.Background(), store, metav1.DeleteOptions{}) })
+	es := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+		"metadata": map[string]any{"name": "db", "namespace": s.src},
+		"spec": map[string]any{
+			"refreshInterval": "1s",
+			"secretStoreRef":  map[string]any{"kind": "ClusterSecretStore", "name": store},
+			"target": map[string]any{"name": "db", "template": map[string]any{"metadata": map[string]any{
+				"annotations": map[string]any{keyReplicateTo: "test=" + s.id, keyReload: "true"}}}},
+			"data": []any{map[string]any{"secretKey": "password", "remoteRef": map[string]any{"key": "/app/db"}}},
+		},
+	}}
+	if _, err := dynamicAdmin(t).Resource(externalSecrets).Namespace(s.src).Create(t.Context(), es, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for i := range 3 {
+		ns := s.target(t, fmt.Sprintf("eso%d", i), nil)
+		targets = append(targets, ns)
+		createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))
+	}
+	eventually(t, time.Minute, "ESO wrote the source", func(ctx context.Context) (bool, error) {
+		src, err := getSecret(ctx, s.src, "db")
+		return err == nil && src.Labels["reconcile.external-secrets.io/managed"] == "true", nil
+	})
+	for _, ns := range targets {
+		eventually(t, time.Minute, "ESO's value replicated to "+ns, secretIn(ns, "db", map[string][]byte{"password": []byte("pass-1")}))
+		settled(t, ns, "app")
+	}
+
+	// The value changes in the store: ESO → the source → every replica →
+	// one rollout per consumer.
+	u, err := stores.Get(t.Context(), store, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"key": "/app/db", "value": "pass-2"}}, "spec", "provider", "fake", "data"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range targets {
+		eventually(t, 30*time.Second, "the new value replicated to "+ns, secretIn(ns, "db", map[string][]byte{"password": []byte("pass-2")}))
+	}
+	for _, ns := range targets {
+		rolledOutOnce(t, ns, "app", 1, "secret/db")
+	}
 }
