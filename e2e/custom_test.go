@@ -34,6 +34,12 @@ func dynamicAdmin(t *testing.T) dynamic.Interface {
 // the test ends.
 func createCRD(t *testing.T, group, plural, kind string) schema.GroupVersionResource {
 	t.Helper()
+	return createCRDWithSchema(t, group, plural, kind, map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+// createCRDWithSchema is createCRD with the given openAPIV3Schema.
+func createCRDWithSchema(t *testing.T, group, plural, kind string, openAPIV3Schema map[string]any) schema.GroupVersionResource {
+	t.Helper()
 	name := plural + "." + group
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -42,7 +48,7 @@ func createCRD(t *testing.T, group, plural, kind string) schema.GroupVersionReso
 			"group": group, "scope": "Namespaced",
 			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+				"schema": map[string]any{"openAPIV3Schema": openAPIV3Schema}}},
 		},
 	}}
 	crds := dynamicAdmin(t).Resource(crdResource)
@@ -172,10 +178,12 @@ func identityWith(t *testing.T, sa string, extra []rbacv1.PolicyRule) identity {
 // where its operator acts on it (a field path per kind, or its own
 // annotations), reloaded-for and a Reloaded Event, once per change after the
 // debounce; never on restart; a kind whose CRD appears after courier started
-// is picked up; only the listed kinds, with the chart's RBAC.
+// is picked up, one whose CRD is deleted dropped; a field path the kind's
+// schema prunes gives a Warning HashNotStored; only the listed kinds, with
+// the chart's RBAC.
 func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	group := testID() + ".e2e.courier.dev"
-	items := []string{"widgets." + group + ":spec.template.metadata.annotations", "gadgets." + group}
+	items := []string{"widgets." + group + ":spec.template.metadata.annotations", "gadgets." + group, "stricts." + group + ":spec.pod.annotations"}
 	id := identityWith(t, "courier-custom", reloadResourcesRBAC(t, items...))
 	ns := newNamespace(t, "custom", nil)
 	args := []string{"--source-namespaces=" + ns, "--reload-resources=" + strings.Join(items, ",")}
@@ -189,8 +197,11 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 
 	widgets := createCRD(t, group, "widgets", "Widget")
 	gadgets := createCRD(t, group, "gadgets", "Gadget")
-	eventually(t, converge, "courier watches both kinds", func(context.Context) (bool, error) {
-		return strings.Count(c.Logs(), "watching a custom kind") == 2, nil
+	// A structural schema without spec.pod: the API server prunes it.
+	stricts := createCRDWithSchema(t, group, "stricts", "Strict", map[string]any{"type": "object", "properties": map[string]any{
+		"spec": map[string]any{"type": "object", "properties": map[string]any{"replicas": map[string]any{"type": "integer"}}}}})
+	eventually(t, converge, "courier watches the three kinds", func(context.Context) (bool, error) {
+		return strings.Count(c.Logs(), "watching a custom kind") == 3, nil
 	})
 	widgetOp := startTestOperator(t, widgets, "spec", "template", "metadata", "annotations")
 	gadgetOp := startTestOperator(t, gadgets, "metadata", "annotations")
@@ -200,8 +211,10 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	createCustom(t, widgets, "Widget", ns, "w", map[string]string{keyReloadOn: "secret/db"})
 	createCustom(t, gadgets, "Gadget", ns, "g", map[string]string{keyReloadOn: "configmap/cfg, secret/db"})
 	createCustom(t, widgets, "Widget", ns, "bystander", nil)
+	createCustom(t, stricts, "Strict", ns, "s", map[string]string{keyReloadOn: "secret/db"})
 	customBaselined(t, widgets, ns, "w")
 	customBaselined(t, gadgets, ns, "g")
+	customBaselined(t, stricts, ns, "s")
 
 	// Two changes within the debounce: one rollout each.
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
@@ -233,6 +246,10 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 		t.Errorf("gadget annotations %v: want a sha256 %s (the default place)", g.GetAnnotations(), keyConfigHash)
 	}
 	eventually(t, converge, "Reloaded Event on the widget", eventWith(ns, "w", "Reloaded", "secret/db"))
+	eventually(t, converge, "HashNotStored Event on the strict one", eventWith(ns, "s", "HashNotStored", "spec.pod.annotations", "field path"))
+	if n := eventCount(t, ns, "s", "Reloaded"); n != 0 {
+		t.Errorf("%d Reloaded Events on an object whose hash was pruned", n)
+	}
 	if b, err := getCustom(t.Context(), t, widgets, ns, "bystander"); err != nil || len(b.GetAnnotations()) != 0 {
 		t.Errorf("a widget without reload-on got annotations %v (%v)", b.GetAnnotations(), err)
 	}
@@ -247,6 +264,7 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	})
 
 	// A restart rolls nothing out; a change while down rolls out once.
+	firstLog := c.Logs()
 	c.Stop()
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("4") })
 	c = startCourierAs(t, id, nil, append(args, "--namespace="+c.namespace)...)
@@ -258,9 +276,17 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	consistently(t, quiet, "and only once", func(context.Context) (bool, error) {
 		return widgetOp.rollouts(ns, "w") == 2 && gadgetOp.rollouts(ns, "g") == 3, nil
 	})
-	if strings.Contains(c.Logs(), "is forbidden") {
+	if strings.Contains(firstLog+c.Logs(), "is forbidden") {
 		t.Error("the API server refused courier something with the chart's RBAC")
 	}
+
+	// A CRD deleted: courier stops watching its kind.
+	if err := dynamicAdmin(t).Resource(crdResource).Delete(t.Context(), gadgets.Resource+"."+group, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, converge, "courier stops watching the deleted kind", func(context.Context) (bool, error) {
+		return strings.Contains(c.Logs(), "stopped watching a custom kind"), nil
+	})
 }
 
 // SPEC (--reload-resources, RBAC): what the chart grants for a custom kind

@@ -259,8 +259,9 @@ func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
 	createRollout(t, ns, "web", map[string]string{keyReload: "true"},
 		rolloutSpec("web", podTemplate("web", podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))))
 	// workloadRef: the template lives in a Deployment kept at 0 replicas.
+	// Both are opted in: the Rollout alone writes (one revision per change).
 	base := podSpec([]corev1.EnvVar{keyRef("secret", "api", "token")}, nil, nil)
-	createDeployment(t, ns, "base", nil, base)
+	createDeployment(t, ns, "base", map[string]string{keyReload: "true"}, base)
 	if _, err := admin().AppsV1().Deployments(ns).Patch(t.Context(), "base", "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +299,10 @@ func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
 	}
 	if len(d.Spec.Template.Annotations[keyConfigHash]) != 64 {
 		t.Errorf("the referenced Deployment's pod template %s = %q, want a sha256", keyConfigHash, d.Spec.Template.Annotations[keyConfigHash])
+	}
+	// (It may hold a first-sight baseline from before its Rollout existed.)
+	if d.Annotations[keyReloadedFor] != "" {
+		t.Errorf("the referenced Deployment got courier's record of a rollout %v; it belongs on the Rollout", d.Annotations)
 	}
 	if got := u.GetAnnotations()[keyReloadedFor]; got != "secret/api" {
 		t.Errorf("Rollout ref %s = %q, want secret/api", keyReloadedFor, got)

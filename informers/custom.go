@@ -35,17 +35,22 @@ type KindHandler func(workload.Custom, cache.SharedIndexInformer) (stop func(), 
 // CRD is established, an informer of the kind's objects. A kind whose CRD is
 // installed later is picked up then; one whose CRD goes is dropped.
 type Custom struct {
-	client    dynamic.Interface
-	logger    *zap.Logger
-	handler   KindHandler
-	resources []workload.Resource
-	crds      []cache.SharedIndexInformer
-	handled   []cache.ResourceEventHandlerRegistration // one per CRD informer: its initial list is handled
-	wg        sync.WaitGroup
+	client  dynamic.Interface
+	logger  *zap.Logger
+	handler KindHandler
+	crds    []crdWatch
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	ctx     context.Context
 	running map[schema.GroupResource]*runningKind
+}
+
+// crdWatch is the informer of one listed kind's CRD.
+type crdWatch struct {
+	resource workload.Resource
+	inf      cache.SharedIndexInformer
+	handled  cache.ResourceEventHandlerRegistration // its initial list is handled
 }
 
 type runningKind struct {
@@ -66,7 +71,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *
 			return nil, err
 		}
 		if err := inf.SetWatchErrorHandlerWithContext(c.watchError("the CustomResourceDefinition "+name,
-			"grant get, list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see README)")); err != nil {
+			"grant list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see README)")); err != nil {
 			return nil, err
 		}
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -77,9 +82,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *
 		if err != nil {
 			return nil, err
 		}
-		c.crds = append(c.crds, inf)
-		c.resources = append(c.resources, r)
-		c.handled = append(c.handled, reg)
+		c.crds = append(c.crds, crdWatch{resource: r, inf: inf, handled: reg})
 	}
 	return c, nil
 }
@@ -93,13 +96,13 @@ func (c *Custom) Start(ctx context.Context) {
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
-	for i, inf := range c.crds {
-		c.run(ctx, inf)
+	for _, w := range c.crds {
+		c.run(ctx, w.inf)
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			if cache.WaitForCacheSync(ctx.Done(), c.handled[i].HasSynced) && len(inf.GetStore().ListKeys()) == 0 {
-				c.notInstalled(c.resources[i])
+			if cache.WaitForCacheSync(ctx.Done(), w.handled.HasSynced) && len(w.inf.GetStore().ListKeys()) == 0 {
+				c.notInstalled(w.resource)
 			}
 		}()
 	}
@@ -124,8 +127,8 @@ func (c *Custom) Shutdown() { c.wg.Wait() }
 // handled (so the kinds served at start have informers) and every running
 // kind's informer has completed its initial list.
 func (c *Custom) HasSynced() bool {
-	for _, reg := range c.handled {
-		if !reg.HasSynced() {
+	for _, w := range c.crds {
+		if !w.handled.HasSynced() {
 			return false
 		}
 	}
@@ -139,17 +142,6 @@ func (c *Custom) HasSynced() bool {
 	return true
 }
 
-// Served is the custom kinds served now.
-func (c *Custom) Served() []workload.Custom {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []workload.Custom
-	for _, r := range c.running {
-		out = append(out, r.kind)
-	}
-	return out
-}
-
 // reconcile starts, restarts or stops r's informer as its CRD (nil: gone)
 // says.
 func (c *Custom) reconcile(r workload.Resource, crd any) {
@@ -157,7 +149,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.running[r.GroupResource]
-	if cur != nil && served && cur.kind.GVR() == want.GVR() && cur.kind.Kind == want.Kind {
+	if cur != nil && served && cur.kind.GVR() == want.GVR() && cur.kind.Name() == want.Name() {
 		return
 	}
 	if cur != nil {
@@ -172,8 +164,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		}
 		return
 	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.client, want.GVR(), metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.client, want.GVR(), metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
 	if r.HasTemplate() {
 		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef
@@ -192,7 +183,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.running[r.GroupResource] = &runningKind{kind: want, inf: inf, cancel: cancel, stop: stop}
 	c.run(ctx, inf)
-	c.logger.Info("watching a custom kind", zap.Stringer("resource", r.GroupResource), zap.String("kind", want.Kind), zap.String("version", want.Version))
+	c.logger.Info("watching a custom kind", zap.Stringer("resource", r.GroupResource), zap.String("kind", want.Name()), zap.String("version", want.Version))
 }
 
 // objectTransform keeps of each object of kind what the reloader reads
@@ -204,9 +195,9 @@ func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
 		if !ok {
 			return obj, nil
 		}
-		o, err := workload.ObjectOf(kind, u)
+		o, err := workload.ObjectOf(kind, u) // o is never nil
 		if err != nil {
-			c.logger.Warn("not reloaded", zap.Error(err))
+			c.logger.Warn("a custom resource courier cannot read", zap.Error(err))
 		}
 		if o.Template != nil {
 			trimPodSpec(&o.Template.Spec)

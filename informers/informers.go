@@ -102,15 +102,15 @@ func (s *Set) HasSynced() bool {
 	return s.Custom == nil || s.Custom.HasSynced()
 }
 
-// WaitForSync blocks until every informer has synced or ctx ends.
+// WaitForSync blocks until every informer has synced or ctx ends; the
+// custom kinds' are not waited for (HasSynced, readiness, includes them): a
+// kind courier may not watch must not hold up everything else, and the
+// reloader takes each kind's objects as its informer delivers them.
 func (s *Set) WaitForSync(ctx context.Context) error {
 	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer cache for %v did not sync: %w", typ, context.Cause(ctx))
 		}
-	}
-	if s.Custom != nil && !cache.WaitForCacheSync(ctx.Done(), s.Custom.HasSynced) {
-		return fmt.Errorf("the informer caches of --reload-resources did not sync: %w", context.Cause(ctx))
 	}
 	return nil
 }

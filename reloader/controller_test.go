@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -263,5 +264,32 @@ func TestUnkeyedBaselinesAreMigratedWithoutARollout(t *testing.T) {
 		if b := got[0][wellknown.ConfigInputs]; !strings.HasPrefix(b, keyIDField+"=") || strings.Contains(b, legacy) {
 			t.Errorf("changed=%v: baseline %q not rewritten keyed", changed, b)
 		}
+	}
+}
+
+func TestAddKindAndItsStop(t *testing.T) {
+	f := newFixture(t, Options{})
+	var rs workload.Resources
+	if err := rs.Set("widgets.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	kind := workload.Custom{Resource: rs[0], Version: "v1", Kind: "Widget"}
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &workload.Object{}, 0, cache.Indexers{})
+	stop, err := f.c.AddKind(kind, inf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.c.kind("Widget.example.com"); !ok {
+		t.Fatal("the kind is not known after AddKind")
+	}
+	if _, err := f.c.AddKind(kind, inf); err == nil {
+		t.Error("the same kind added twice")
+	}
+	stop()
+	if _, ok := f.c.kind("Widget.example.com"); ok {
+		t.Error("the kind is still known after its stop")
+	}
+	if _, ok := f.c.kind(workload.Deployment); !ok {
+		t.Error("a built-in kind went with it")
 	}
 }

@@ -2,7 +2,9 @@ package reloader
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -28,6 +31,7 @@ const (
 	ReasonReloaded          = "Reloaded"
 	ReasonInputMissing      = "InputMissing"
 	ReasonInvalidAnnotation = "InvalidAnnotation"
+	ReasonHashNotStored     = "HashNotStored"
 )
 
 // Reasons in courier_reloader_skipped_total: a change seen that gave no rollout.
@@ -335,6 +339,9 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 		templateHash: workload.HashOf(tmplObj), previous: baseline{}, digester: dg}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
+	if tmplObj != obj {
+		a = withOptIns(a, tmplObj.(metav1.Object).GetAnnotations())
+	}
 	recorded, _ := parseBaseline(a[wellknown.ConfigInputs])
 	if a[wellknown.Reload] == "false" {
 		return o
@@ -389,7 +396,26 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	return o
 }
 
-// sync carries out the decision on one workload: at most one patch.
+// withOptIns is a Rollout's annotations (a) with the opt-ins (courier's,
+// and Reloader's) it lacks taken from the Deployment holding its template
+// (b): either may opt the pair in or out, the Rollout's word first.
+func withOptIns(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, key := range append([]string{wellknown.Reload, wellknown.ReloadOn}, stakaterKeys...) {
+		if v, ok := b[key]; ok {
+			if _, have := out[key]; !have {
+				out[key] = v
+			}
+		}
+	}
+	return out
+}
+
+// sync carries out the decision on one workload: at most one patch (a
+// Rollout with workloadRef: its Deployment's template, then its record).
 func (c *Controller) sync(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
 	info, ok := c.kind(k.Kind)
@@ -401,6 +427,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return err
 	}
 	w := obj.(metav1.Object)
+	if len(c.referencing(k)) > 0 {
+		return nil // the pod template of Rollouts (workloadRef): they reload it
+	}
 	tmplObj := obj
 	var via metav1.Object // the Deployment holding a Rollout's template, which gets the rollout
 	if ref := workload.RefOf(obj); ref != "" {
@@ -456,7 +485,15 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	if err := c.write(ctx, k, info, w, via, dg, d.baseline, d.changed); err != nil {
+	if err := c.write(ctx, k, info, w, via, dg, d.baseline, d.changed); errors.Is(err, errNotStored) {
+		// Trying again cannot help: say what to fix, once per change.
+		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
+		msg := fmt.Sprintf("%s changed, but %s written into %s was not kept: this kind's schema has no such field, so the API server dropped it and its operator sees nothing. Give --reload-resources a field path the CRD allows (or none, for metadata.annotations)",
+			strings.Join(d.changed, ", "), wellknown.ConfigHash, strings.Join(info.hashPath, "."))
+		c.logger.Error("reload not stored", zap.Stringer("workload", k), zap.String("reason", msg))
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonHashNotStored, msg)
+		return nil
+	} else if err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
 		return err
@@ -508,13 +545,23 @@ func (c *Controller) patch(ctx context.Context, k key, info kindInfo, resourceVe
 		return err
 	}
 	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager}
-	if info.gvr != nil {
-		_, err = c.opts.Dynamic.Resource(*info.gvr).Namespace(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, data, opts)
-	} else {
-		err = workload.Patch(ctx, c.client, k.Kind, k.Namespace, k.Name, types.MergePatchType, data, opts)
+	if info.gvr == nil {
+		if err := workload.Patch(ctx, c.client, k.Kind, k.Namespace, k.Name, types.MergePatchType, data, opts); err != nil {
+			return fmt.Errorf("patch %s: %w", k, err)
+		}
+		return nil
 	}
+	u, err := c.opts.Dynamic.Resource(*info.gvr).Namespace(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, data, opts)
 	if err != nil {
 		return fmt.Errorf("patch %s: %w", k, err)
 	}
+	if got, _, _ := unstructured.NestedString(u.Object, append(slices.Clone(info.hashPath), wellknown.ConfigHash)...); hash != "" && got != hash {
+		return errNotStored
+	}
 	return nil
 }
+
+// errNotStored: the API server took a custom resource's patch but did not
+// keep courier.dev/config-hash where its kind's field path says (its CRD's
+// schema has no such field, and pruned it).
+var errNotStored = errors.New("the hash was not stored")

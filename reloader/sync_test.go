@@ -85,7 +85,7 @@ func TestPatchTouchesOnlyCourierAnnotations(t *testing.T) {
 		{workload.CronJob, "h", workload.HashPath(workload.CronJob), `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":"h"}}}}}}}`},
 		// A custom kind's default: its own annotations, beside the baseline.
 		{"HarborCluster", "h", []string{"metadata", "annotations"}, `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1","courier.dev/config-hash":"h"},"resourceVersion":"7"}}`},
-		{"HarborCluster", "h", []string{"spec", "podAnnotations"}, `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"podAnnotations":{"courier.dev/config-hash":"h"}}}`},
+		{"WidgetWithPath", "h", []string{"spec", "podAnnotations"}, `{"metadata":{"annotations":{"courier.dev/config-inputs":"secret/a=1"},"resourceVersion":"7"},"spec":{"podAnnotations":{"courier.dev/config-hash":"h"}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+tt.hash, func(t *testing.T) {
@@ -119,5 +119,21 @@ func TestKeyedDigestsDifferFromUnkeyedAndBetweenKeys(t *testing.T) {
 	}
 	if a.configHash(baseline{"secret/s": "1"}) == (digester{}).configHash(baseline{"secret/s": "1"}) {
 		t.Error("the keyed config hash equals the unkeyed one")
+	}
+}
+
+func TestWithOptInsTakesTheRolloutsWordFirst(t *testing.T) {
+	rollout := map[string]string{wellknown.Reload: "false", wellknown.ConfigInputs: "secret/a=1"}
+	deployment := map[string]string{wellknown.Reload: "true", wellknown.ReloadOn: "secret/b", wellknown.ConfigInputs: "secret/z=9", "other": "x"}
+	got := withOptIns(rollout, deployment)
+	want := map[string]string{wellknown.Reload: "false", wellknown.ReloadOn: "secret/b", wellknown.ConfigInputs: "secret/a=1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if rollout[wellknown.ReloadOn] != "" {
+		t.Error("withOptIns changed the Rollout's own map")
+	}
+	if got := withOptIns(nil, map[string]string{wellknown.Reload: "true"}); got[wellknown.Reload] != "true" {
+		t.Errorf("a Rollout without annotations does not take the Deployment's opt-in: %v", got)
 	}
 }

@@ -72,31 +72,28 @@ func (c *Controller) kindList() map[string]kindInfo {
 // AddKind starts reloading a custom kind (--reload-resources) whose CRD is
 // served, from its informer (built by package informers, not necessarily
 // started or synced yet). The returned function stops it again (the CRD
-// is gone or changed). Kind names must be unique across groups.
-func (c *Controller) AddKind(ck workload.Custom, inf cache.SharedIndexInformer) (remove func(), err error) {
-	gvr := ck.GVR()
+// is gone or changed). The kind is known by its Custom.Name.
+func (c *Controller) AddKind(ck workload.Custom, inf cache.SharedIndexInformer) (stop func(), err error) {
+	gvr, name := ck.GVR(), ck.Name()
 	c.kindsMu.Lock()
-	if have, ok := c.kinds[ck.Kind]; ok {
+	if _, ok := c.kinds[name]; ok {
 		c.kindsMu.Unlock()
-		what := "a built-in kind"
-		if have.gvr != nil {
-			what = have.gvr.GroupResource().String()
-		}
-		return nil, fmt.Errorf("%s: its kind %s is already reloaded as %s; list only one of them in --reload-resources", ck.Resource, ck.Kind, what)
+		return nil, fmt.Errorf("%s is reloaded already", name)
 	}
-	c.kinds[ck.Kind] = kindInfo{indexer: inf.GetIndexer(), hashPath: ck.Path, gvr: &gvr}
+	c.kinds[name] = kindInfo{indexer: inf.GetIndexer(), hashPath: ck.Path, gvr: &gvr}
 	c.kindsMu.Unlock()
+	forget := func() {
+		c.kindsMu.Lock()
+		delete(c.kinds, name)
+		c.kindsMu.Unlock()
+	}
 	reg, err := inf.AddEventHandler(c.workloadHandler())
 	if err != nil {
-		c.kindsMu.Lock()
-		delete(c.kinds, ck.Kind)
-		c.kindsMu.Unlock()
-		return nil, fmt.Errorf("reloader: %s handler: %w", ck.Kind, err)
+		forget()
+		return nil, fmt.Errorf("reloader: %s handler: %w", name, err)
 	}
 	return func() {
 		_ = inf.RemoveEventHandler(reg)
-		c.kindsMu.Lock()
-		delete(c.kinds, ck.Kind)
-		c.kindsMu.Unlock()
+		forget()
 	}, nil
 }

@@ -20,8 +20,8 @@ import (
 // referenced Deployment's.
 var Rollouts = schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}
 
-// Rollout is the kind name of Rollouts.
-const Rollout = "Rollout"
+// Rollout is how courier names Rollouts' kind (Custom.Name).
+const Rollout = "Rollout.argoproj.io"
 
 // defaultPath is where a custom kind gets courier.dev/config-hash unless a
 // field path is given: its own metadata annotations.
@@ -59,7 +59,7 @@ func ParseResource(s string) (Resource, error) {
 	}
 	r := Resource{GroupResource: schema.GroupResource{Group: group, Resource: plural}, Path: defaultPath}
 	if r.GroupResource == Rollouts {
-		r.Path = []string{"spec", "template", "metadata", "annotations"}
+		r.Path = HashPath(Deployment)
 		if hasPath {
 			return Resource{}, fmt.Errorf("%s takes no field path: courier writes courier.dev/config-hash into the Rollout's pod template, as for a Deployment", Rollouts)
 		}
@@ -118,14 +118,24 @@ type Custom struct {
 // GVR is the group, version and resource to watch and patch.
 func (c Custom) GVR() schema.GroupVersionResource { return c.GroupResource.WithVersion(c.Version) }
 
+// Name is how courier names the kind, in its work queue, logs, metrics and
+// notifications: <Kind>.<group>, as kubectl does (Rollout.argoproj.io), so
+// kinds of the same name in two groups never meet, nor one of a built-in
+// kind's name.
+func (c Custom) Name() string { return c.Kind + "." + c.Group }
+
 // Object is a custom resource as courier's cache holds it: its metadata
 // (annotations, without kubectl's last-applied configuration) and what the
 // reloader reads. Nothing else of the object is kept.
 type Object struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
+	// Templated: the kind's inputs are what its pod template consumes
+	// (Rollouts), not what courier.dev/reload-on names.
+	Templated bool
 	// Template is a Rollout's pod template, trimmed as a Deployment's is; nil
-	// for other kinds and for a Rollout with spec.workloadRef.
+	// for other kinds, for a Rollout with spec.workloadRef, and for one
+	// courier cannot read (then it has no inputs).
 	Template *corev1.PodTemplateSpec
 	// WorkloadRef is the Deployment a Rollout takes its template from.
 	WorkloadRef string
@@ -143,10 +153,16 @@ func (o *Object) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// ObjectOf reads a custom resource of kind c into an Object.
+// KindName is the kind's Custom.Name.
+func (o *Object) KindName() string { return o.Kind + "." + o.GroupVersionKind().Group }
+
+// ObjectOf reads a custom resource of kind c into an Object. What it cannot
+// read it says in the error, and leaves out of the Object, which then has no
+// inputs (it is never reloaded) but is still an Object.
 func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	o := &Object{
-		TypeMeta: metav1.TypeMeta{APIVersion: c.GVR().GroupVersion().String(), Kind: c.Kind},
+		Templated: c.HasTemplate(),
+		TypeMeta:  metav1.TypeMeta{APIVersion: c.GVR().GroupVersion().String(), Kind: c.Kind},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
 			Generation: u.GetGeneration(), CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
@@ -166,7 +182,7 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	}
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "workloadRef"); ok {
 		if ref["kind"] != Deployment {
-			return nil, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's", c.Kind, o.Namespace, o.Name, ref["kind"])
+			return o, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's, so it is not reloaded", c.Kind, o.Namespace, o.Name, ref["kind"])
 		}
 		o.WorkloadRef, _ = ref["name"].(string)
 		return o, nil
@@ -175,10 +191,10 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	if !ok {
 		return o, nil
 	}
-	o.Template = &corev1.PodTemplateSpec{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(t, o.Template); err != nil {
-		return nil, fmt.Errorf("%s %s/%s: spec.template is not a pod template: %w", c.Kind, o.Namespace, o.Name, err)
+	tmpl := &corev1.PodTemplateSpec{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(t, tmpl); err != nil {
+		return o, fmt.Errorf("%s %s/%s: spec.template is not a pod template, so it is not reloaded: %w", c.Kind, o.Namespace, o.Name, err)
 	}
-	o.Hash = o.Template.Annotations[wellknown.ConfigHash]
+	o.Template, o.Hash = tmpl, tmpl.Annotations[wellknown.ConfigHash]
 	return o, nil
 }

@@ -50,7 +50,10 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	if err := rs.Set("rollouts.argoproj.io,widgets.example.com:spec.pod.annotations"); err != nil {
 		t.Fatal(err)
 	}
-	rollout := Custom{Resource: rs[0], Version: "v1alpha1", Kind: Rollout}
+	rollout := Custom{Resource: rs[0], Version: "v1alpha1", Kind: "Rollout"}
+	if rollout.Name() != Rollout {
+		t.Errorf("Rollouts are named %q, want %q", rollout.Name(), Rollout)
+	}
 	widget := Custom{Resource: rs[1], Version: "v1", Kind: "Widget"}
 
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -65,7 +68,10 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.APIVersion != "argoproj.io/v1alpha1" || o.Kind != Rollout || o.Hash != "h1" || o.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
+	if kind, _ := Of(o); kind != Rollout {
+		t.Errorf("Of(a Rollout) names it %q, want %q", kind, Rollout)
+	}
+	if o.APIVersion != "argoproj.io/v1alpha1" || o.Kind != "Rollout" || o.Hash != "h1" || o.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
 		t.Errorf("ObjectOf(Rollout) = %+v", o)
 	}
 	if diff := cmp.Diff([]inputs.Ref{{Kind: wellknown.KindSecret, Name: "db"}}, Inputs(o)); diff != "" {
@@ -76,9 +82,16 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	if o, err = ObjectOf(rollout, u); err != nil || o.WorkloadRef != "web" || o.Template != nil || Inputs(o) != nil || RefOf(o) != "web" {
 		t.Errorf("ObjectOf(Rollout with workloadRef) = %+v, %v", o, err)
 	}
+	// What courier cannot read: an error, and an object with no inputs (so
+	// the reloader never writes a template into it).
 	u.Object["spec"] = map[string]any{"workloadRef": map[string]any{"kind": "ReplicaSet", "name": "web"}}
-	if _, err = ObjectOf(rollout, u); err == nil || !strings.Contains(err.Error(), "names a ReplicaSet") {
-		t.Errorf("a workloadRef to a ReplicaSet: %v, want an error naming it", err)
+	if o, err = ObjectOf(rollout, u); err == nil || !strings.Contains(err.Error(), "names a ReplicaSet") || o == nil || Inputs(o) != nil || RefOf(o) != "" {
+		t.Errorf("a workloadRef to a ReplicaSet: %+v, %v; want an object with no inputs and an error naming it", o, err)
+	}
+	u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{wellknown.ReloadOn: "secret/a"}
+	u.Object["spec"] = map[string]any{"template": map[string]any{"spec": map[string]any{"volumes": "not a list"}}}
+	if o, err = ObjectOf(rollout, u); err == nil || o == nil || o.Template != nil || Inputs(o) != nil {
+		t.Errorf("a Rollout with a malformed template: %+v, %v; want an object with no inputs (reload-on is not a Rollout's input) and an error", o, err)
 	}
 
 	u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{wellknown.ReloadOn: "secret/a, configmap/b, bogus"}

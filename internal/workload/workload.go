@@ -42,7 +42,7 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 	case *batchv1.CronJob:
 		return CronJob, &w.Spec.JobTemplate.Spec.Template
 	case *Object:
-		return w.Kind, w.Template
+		return w.KindName(), w.Template
 	}
 	return "", nil
 }
@@ -52,11 +52,11 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 // (a Rollout with spec.workloadRef has none of its own: its Deployment's
 // template says).
 func Inputs(obj any) []inputs.Ref {
+	if o, ok := obj.(*Object); ok && !o.Templated {
+		return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
+	}
 	if _, t := Of(obj); t != nil {
 		return inputs.Of(&t.Spec)
-	}
-	if o, ok := obj.(*Object); ok && o.WorkloadRef == "" {
-		return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
 	}
 	return nil
 }

@@ -47,9 +47,7 @@ app.kubernetes.io/component: controller
 {{- with $c.compat }}
 - --compat={{ join "," . }}
 {{- end }}
-{{- with $c.reloadResources }}
-- --reload-resources={{ join "," . }}
-{{- end }}
+
 {{- range $c.notifyURLs }}
 - --notify-url={{ . }}
 {{- end }}
