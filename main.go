@@ -39,6 +39,7 @@ import (
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/version"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 	"github.com/courier-k8s/courier/reloader"
 	"github.com/courier-k8s/courier/replicator"
 )
@@ -182,7 +183,10 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		Burst:        o.ReloadBurst,
 		QueueMetrics: queues,
 		Dynamic:      dyn,
-		Notifier:     notifier,
+		Pending: func() bool {
+			return inf.Custom != nil && !inf.Custom.Settled(workload.Rollouts)
+		},
+		Notifier: notifier,
 	})
 	if err != nil {
 		return err

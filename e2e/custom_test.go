@@ -215,6 +215,10 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	customBaselined(t, widgets, ns, "w")
 	customBaselined(t, gadgets, ns, "g")
 	customBaselined(t, stricts, ns, "s")
+	strictBefore, err := getCustom(t.Context(), t, stricts, ns, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Two changes within the debounce: one rollout each.
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
@@ -249,6 +253,11 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	eventually(t, converge, "HashNotStored Event on the strict one", eventWith(ns, "s", "HashNotStored", "spec.pod.annotations", "field path"))
 	if n := eventCount(t, ns, "s", "Reloaded"); n != 0 {
 		t.Errorf("%d Reloaded Events on an object whose hash was pruned", n)
+	}
+	// Nothing else written: the change stays pending.
+	if sNow, err := getCustom(t.Context(), t, stricts, ns, "s"); err != nil ||
+		sNow.GetAnnotations()[keyInputs] != strictBefore.GetAnnotations()[keyInputs] || sNow.GetAnnotations()[keyReloadedFor] != "" {
+		t.Errorf("the pruned object's record moved: %v (%v)", sNow.GetAnnotations(), err)
 	}
 	if b, err := getCustom(t.Context(), t, widgets, ns, "bystander"); err != nil || len(b.GetAnnotations()) != 0 {
 		t.Errorf("a widget without reload-on got annotations %v (%v)", b.GetAnnotations(), err)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -40,6 +41,9 @@ type Custom struct {
 	handler KindHandler
 	crds    []crdWatch
 	wg      sync.WaitGroup
+
+	warnedMu sync.Mutex
+	warned   map[types.UID]int64 // unreadable objects warned of, by generation
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -142,6 +146,25 @@ func (c *Custom) HasSynced() bool {
 	return true
 }
 
+// Settled reports whether courier knows in full the objects of gr, if it
+// is listed: its CRD's initial list is handled and, if it is served, its
+// informer has synced. Unlisted kinds are settled.
+func (c *Custom) Settled(gr schema.GroupResource) bool {
+	for _, w := range c.crds {
+		if w.resource.GroupResource != gr {
+			continue
+		}
+		if !w.handled.HasSynced() {
+			return false
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		r := c.running[gr]
+		return r == nil || r.inf.HasSynced()
+	}
+	return true
+}
+
 // reconcile starts, restarts or stops r's informer as its CRD (nil: gone)
 // says.
 func (c *Custom) reconcile(r workload.Resource, crd any) {
@@ -161,6 +184,8 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	if !served {
 		if crd == nil {
 			c.notInstalled(r)
+		} else {
+			c.logger.Info("a kind listed in --reload-resources has a CustomResourceDefinition that is not established or serves no version; courier watches it once it does", zap.Stringer("resource", r.GroupResource))
 		}
 		return
 	}
@@ -196,7 +221,7 @@ func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
 			return obj, nil
 		}
 		o, err := workload.ObjectOf(kind, u) // o is never nil
-		if err != nil {
+		if err != nil && c.firstWarning(o) {
 			c.logger.Warn("a custom resource courier cannot read", zap.Error(err))
 		}
 		if o.Template != nil {
@@ -206,12 +231,27 @@ func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
 	}
 }
 
+// firstWarning reports whether o's generation was not warned of before (an
+// operator's status writes bring the same object again and again).
+func (c *Custom) firstWarning(o *workload.Object) bool {
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	if c.warned == nil {
+		c.warned = map[types.UID]int64{}
+	}
+	if g, ok := c.warned[o.UID]; ok && g == o.Generation {
+		return false
+	}
+	c.warned[o.UID] = o.Generation
+	return true
+}
+
 // watchError logs a failed list or watch of what, with the fix when
 // courier is not allowed to.
 func (c *Custom) watchError(what, fix string) cache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
-			c.logger.Error("courier may not watch "+what+"; it is not ready until it may: "+fix, zap.Error(err))
+			c.logger.Error("courier may not list or watch "+what+": "+fix, zap.Error(err))
 			return
 		}
 		cache.DefaultWatchErrorHandler(ctx, r, err)

@@ -2,6 +2,7 @@ package reloader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -50,6 +51,11 @@ type Options struct {
 	// Dynamic patches the custom kinds (--reload-resources); it may be nil
 	// when there are none.
 	Dynamic dynamic.Interface
+	// Pending, if set, reports whether a kind that may take a Deployment's
+	// pod template (Argo Rollouts' workloadRef) is listed but not yet known
+	// in full: Deployments wait, so one held by a Rollout is never reloaded
+	// on its own.
+	Pending func() bool
 	// Notifier, if set, is told of every rollout (--notify-url).
 	Notifier *notify.Notifier
 	// Clock is the reloader's time (nil: the real clock).
@@ -151,7 +157,7 @@ func (c *Controller) resync() {
 }
 
 func (c *Controller) failed(k key, err error) {
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, errPending) {
 		return // the workload changed (or went) since the cache saw it: look again
 	}
 	if apierrors.IsForbidden(err) {

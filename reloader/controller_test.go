@@ -2,6 +2,7 @@ package reloader
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +293,19 @@ func TestAddKindAndItsStop(t *testing.T) {
 	if _, ok := f.c.kind(workload.Deployment); !ok {
 		t.Error("a built-in kind went with it")
 	}
+}
+
+// A Deployment waits while Rollouts are not known in full: one held by a
+// Rollout (workloadRef) must not be reloaded on its own meanwhile.
+func TestDeploymentsWaitWhileRolloutsArePending(t *testing.T) {
+	pending := true
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{Pending: func() bool { return pending }}, secret("db", "1", nil), d)
+	f.client.ClearActions()
+	err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"})
+	if !errors.Is(err, errPending) || len(f.client.Actions()) != 0 {
+		t.Fatalf("sync while pending = %v with %d actions; want errPending and nothing written", err, len(f.client.Actions()))
+	}
+	pending = false
+	f.baselined(t, d)
 }

@@ -427,6 +427,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return err
 	}
 	w := obj.(metav1.Object)
+	if k.Kind == workload.Deployment && c.opts.Pending != nil && c.opts.Pending() {
+		return errPending
+	}
 	if len(c.referencing(k)) > 0 {
 		return nil // the pod template of Rollouts (workloadRef): they reload it
 	}
@@ -510,7 +513,10 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 }
 
 // write patches the baseline, and with changed inputs, the rollout: into
-// the workload, or into via, the Deployment holding its pod template.
+// the workload, or into via, the Deployment holding its pod template. For
+// a Rollout with workloadRef and a custom kind without a pod template, the
+// hash goes first and alone; if the record then fails to be written, the
+// rollout has happened without its record and Event.
 func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via metav1.Object, dg digester, now baseline, changed []string) error {
 	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id)}
 	hash := ""
@@ -519,19 +525,22 @@ func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via met
 		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
 		hash = dg.configHash(now)
 	}
-	if hash != "" && via != nil {
-		// First the template, so a baseline written without it cannot
-		// hide the change; a retry finds the hash there and only writes
-		// the baseline.
-		deployments, _ := c.kind(workload.Deployment)
-		dk := key{Kind: workload.Deployment, Namespace: k.Namespace, Name: via.GetName()}
-		if err := c.patch(ctx, dk, deployments, via.GetResourceVersion(), map[string]any{}, hash); err != nil {
+	if hash != "" && (via != nil || info.hashApart) {
+		// First the hash alone: into the Deployment holding the pod
+		// template, or where a custom kind's field path says (checked:
+		// a pruned hash writes nothing else, so the change is not
+		// consumed). Then the record, which must not be lost to a
+		// conflict with the operator's own writes (a retry would find the
+		// hash in place and record no rollout), so it is written to
+		// whatever version is there.
+		hk, hinfo, hobj := k, info, w
+		if via != nil {
+			hinfo, _ = c.kind(workload.Deployment)
+			hk, hobj = key{Kind: workload.Deployment, Namespace: k.Namespace, Name: via.GetName()}, via
+		}
+		if err := c.patch(ctx, hk, hinfo, hobj.GetResourceVersion(), map[string]any{}, hash); err != nil {
 			return err
 		}
-		// The rollout is made: the Rollout's record of it must not be
-		// lost to a conflict with Argo's own writes (a retry would find
-		// the hash in place and record no rollout), so it is written to
-		// whatever version is there.
 		return c.patch(ctx, k, info, "", annotations, "")
 	}
 	return c.patch(ctx, k, info, w.GetResourceVersion(), annotations, hash)
@@ -560,6 +569,10 @@ func (c *Controller) patch(ctx context.Context, k key, info kindInfo, resourceVe
 	}
 	return nil
 }
+
+// errPending: Rollouts are not known in full yet (Options.Pending); the
+// Deployment is synced again after a backoff.
+var errPending = errors.New("waiting for the Rollouts cache")
 
 // errNotStored: the API server took a custom resource's patch but did not
 // keep courier.dev/config-hash where its kind's field path says (its CRD's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -52,6 +53,9 @@ type kindInfo struct {
 	// gvr is a custom kind's (--reload-resources), patched through the
 	// dynamic client; nil for the built-in kinds.
 	gvr *schema.GroupVersionResource
+	// hashApart: the hash is written (and its keeping checked) before the
+	// record, for a custom kind whose field path the API server may prune.
+	hashApart bool
 }
 
 // kind returns what the reloader knows of kind name.
@@ -80,7 +84,7 @@ func (c *Controller) AddKind(ck workload.Custom, inf cache.SharedIndexInformer) 
 		c.kindsMu.Unlock()
 		return nil, fmt.Errorf("%s is reloaded already", name)
 	}
-	c.kinds[name] = kindInfo{indexer: inf.GetIndexer(), hashPath: ck.Path, gvr: &gvr}
+	c.kinds[name] = kindInfo{indexer: inf.GetIndexer(), hashPath: ck.Path, gvr: &gvr, hashApart: !ck.HasTemplate() && strings.Join(ck.Path, ".") != "metadata.annotations"}
 	c.kindsMu.Unlock()
 	forget := func() {
 		c.kindsMu.Lock()

@@ -72,6 +72,9 @@ func ParseResource(s string) (Resource, error) {
 				return Resource{}, fmt.Errorf("%s: the field path %q has an empty part; give it as JSON field names joined by dots, e.g. spec.template.metadata.annotations", name, path)
 			}
 		}
+		if (r.Path[0] == "metadata" && path != "metadata.annotations") || r.Path[0] == "status" || r.Path[0] == "apiVersion" || r.Path[0] == "kind" {
+			return Resource{}, fmt.Errorf("%s: the field path %q is not a map courier may write the hash into: give one under spec (or none, for metadata.annotations)", name, path)
+		}
 	}
 	return r, nil
 }
@@ -141,6 +144,9 @@ type Object struct {
 	WorkloadRef string
 	// Hash is courier.dev/config-hash where the kind keeps it.
 	Hash string
+	// Unreadable: courier could not read what it needs (ObjectOf says why);
+	// the object has no inputs, so it is never reloaded.
+	Unreadable bool
 }
 
 // DeepCopyObject copies o.
@@ -177,12 +183,31 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 		}
 	}
 	if !c.HasTemplate() {
-		o.Hash, _, _ = unstructured.NestedString(u.Object, append(append([]string{}, c.Path...), wellknown.ConfigHash)...)
+		// Every step of the path that exists must be a map: a merge patch
+		// through a list or a value would replace it.
+		var node any = u.Object
+		for i, field := range c.Path {
+			m, ok := node.(map[string]any)
+			if !ok {
+				o.Unreadable = true
+				return o, fmt.Errorf("%s %s/%s: %s is not a map, so courier writes no hash there and does not reload it; give --reload-resources a field path to a map", c.Name(), o.Namespace, o.Name, strings.Join(c.Path[:i], "."))
+			}
+			if node, ok = m[field]; !ok {
+				break
+			}
+		}
+		if m, ok := node.(map[string]any); ok {
+			o.Hash, _ = m[wellknown.ConfigHash].(string)
+		} else if node != nil {
+			o.Unreadable = true
+			return o, fmt.Errorf("%s %s/%s: %s is not a map, so courier writes no hash there and does not reload it; give --reload-resources a field path to a map", c.Name(), o.Namespace, o.Name, strings.Join(c.Path, "."))
+		}
 		return o, nil
 	}
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "workloadRef"); ok {
 		if ref["kind"] != Deployment {
-			return o, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's, so it is not reloaded", c.Kind, o.Namespace, o.Name, ref["kind"])
+			o.Unreadable = true
+			return o, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's, so it is not reloaded", c.Name(), o.Namespace, o.Name, ref["kind"])
 		}
 		o.WorkloadRef, _ = ref["name"].(string)
 		return o, nil
@@ -193,7 +218,8 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	}
 	tmpl := &corev1.PodTemplateSpec{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(t, tmpl); err != nil {
-		return o, fmt.Errorf("%s %s/%s: spec.template is not a pod template, so it is not reloaded: %w", c.Kind, o.Namespace, o.Name, err)
+		o.Unreadable = true
+		return o, fmt.Errorf("%s %s/%s: spec.template is not a pod template, so it is not reloaded: %w", c.Name(), o.Namespace, o.Name, err)
 	}
 	o.Template, o.Hash = tmpl, tmpl.Annotations[wellknown.ConfigHash]
 	return o, nil

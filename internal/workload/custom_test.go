@@ -109,3 +109,29 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 		t.Error("DeepCopyObject shares the annotations")
 	}
 }
+
+func TestFieldPathsCourierMayNotWrite(t *testing.T) {
+	for _, in := range []string{"widgets.example.com:metadata.labels", "widgets.example.com:status.annotations", "widgets.example.com:kind"} {
+		var rs Resources
+		if err := rs.Set(in); err == nil || !strings.Contains(err.Error(), "is not a map courier may write") {
+			t.Errorf("Set(%q) = %v, want it refused", in, err)
+		}
+	}
+	var rs Resources
+	if err := rs.Set("widgets.example.com:spec.containers.annotations"); err != nil {
+		t.Fatal(err)
+	}
+	widget := Custom{Resource: rs[0], Version: "v1", Kind: "Widget"}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "w", "namespace": "n", "annotations": map[string]any{wellknown.ReloadOn: "secret/a"}},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c"}}},
+	}}
+	o, err := ObjectOf(widget, u)
+	if err == nil || !strings.Contains(err.Error(), "spec.containers is not a map") || !o.Unreadable || Inputs(o) != nil {
+		t.Errorf("a path through a list: %+v, %v; want an unreadable object without inputs", o, err)
+	}
+	u.Object["spec"] = map[string]any{"containers": map[string]any{"annotations": map[string]any{wellknown.ConfigHash: "h"}}}
+	if o, err = ObjectOf(widget, u); err != nil || o.Hash != "h" || len(Inputs(o)) != 1 {
+		t.Errorf("a path through maps: %+v, %v", o, err)
+	}
+}

@@ -52,6 +52,9 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 // (a Rollout with spec.workloadRef has none of its own: its Deployment's
 // template says).
 func Inputs(obj any) []inputs.Ref {
+	if o, ok := obj.(*Object); ok && o.Unreadable {
+		return nil
+	}
 	if o, ok := obj.(*Object); ok && !o.Templated {
 		return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
 	}

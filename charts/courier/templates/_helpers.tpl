@@ -47,7 +47,6 @@ app.kubernetes.io/component: controller
 {{- with $c.compat }}
 - --compat={{ join "," . }}
 {{- end }}
-
 {{- range $c.notifyURLs }}
 - --notify-url={{ . }}
 {{- end }}
