@@ -23,7 +23,7 @@ CONTROLPLANE   = $$(e2e/tools/build.sh)
 # Rollouts' and External Secrets Operator's binaries and CRDs.
 INTEGRATIONS   = $$(e2e/tools/build-integrations.sh)
 
-.PHONY: all help build image release test-compat test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-smoke clean clean-cache prometheus
+.PHONY: all help build image release test-compat test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -100,6 +100,7 @@ lint:
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-ed: $$unformatted" >&2; exit 1; }
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
+	cd e2e/bench/scale && $(GO) vet ./...
 	cd release && $(GO) vet ./...
 	@echo "staticcheck (built from the module proxy on first use: about a minute)" >&2
 	$(GO) run $(STATICCHECK) ./...
@@ -108,6 +109,11 @@ lint:
 ## bench: the benchmark on the full dataset (BENCHMARKS.md); about 22 minutes on 2 cores
 bench:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -out=.run/bench/results.json
+
+## bench-scale: the benchmark at SIZES namespaces (default 1000,3000,10000), each on a fresh control plane; .run/bench-scale/ gets scale.json, scale.md and SVG pictures
+SIZES ?= 1000,3000,10000
+bench-scale:
+	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$($(CURDIR)/e2e/tools/build.sh)" -sizes=$(SIZES)
 
 ## bench-smoke: the benchmark on a tiny dataset, so it cannot rot (part of make test)
 bench-smoke:
