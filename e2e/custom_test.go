@@ -20,14 +20,17 @@ import (
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+// dynamicAdmin is an admin dynamic client, built once for the suite.
 func dynamicAdmin(t *testing.T) dynamic.Interface {
 	t.Helper()
-	d, err := dynamic.NewForConfig(env.cluster.Config)
+	d, err := dynamicClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
+
+var dynamicClient = sync.OnceValues(func() (*dynamic.DynamicClient, error) { return dynamic.NewForConfig(env.cluster.Config) })
 
 // createCRD creates a namespaced CRD group/plural (kind) served at v1 that
 // keeps any fields, and waits until it is established; it is deleted when
@@ -120,12 +123,19 @@ func (op *testOperator) rollouts(ns, name string) int {
 	return op.acted[ns+"/"+name]
 }
 
+// createCustom creates a custom resource of kind with a spec of one replica.
 func createCustom(t *testing.T, gvr schema.GroupVersionResource, kind, ns, name string, annotations map[string]string) {
+	t.Helper()
+	createObject(t, gvr, kind, ns, name, annotations, map[string]any{"replicas": int64(1)})
+}
+
+// createObject creates ns/name of kind (served as gvr) with annotations and spec.
+func createObject(t *testing.T, gvr schema.GroupVersionResource, kind, ns, name string, annotations map[string]string, spec map[string]any) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": gvr.GroupVersion().String(), "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     map[string]any{"replicas": int64(1)},
+		"spec":     spec,
 	}}
 	u.SetAnnotations(annotations)
 	if _, err := dynamicAdmin(t).Resource(gvr).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
@@ -150,10 +160,16 @@ func customBaselined(t *testing.T, gvr schema.GroupVersionResource, ns, name str
 // config.reloadResources=items, as rules.
 func reloadResourcesRBAC(t *testing.T, items ...string) []rbacv1.PolicyRule {
 	t.Helper()
-	objs := helmTemplate(t, "--set=config.reloadResources={"+strings.Join(items, ",")+"}")
+	return reloadResourcesRules(t, "the chart", helmTemplate(t, "--set=config.reloadResources={"+strings.Join(items, ",")+"}"))
+}
+
+// reloadResourcesRules is the rules of ClusterRole courier-reload-resources
+// among objs (rendered by what).
+func reloadResourcesRules(t *testing.T, what string, objs map[string]map[string]any) []rbacv1.PolicyRule {
+	t.Helper()
 	role, ok := objs["ClusterRole//courier-reload-resources"]
 	if !ok {
-		t.Fatal("the chart rendered no ClusterRole courier-reload-resources")
+		t.Fatalf("%s renders no ClusterRole courier-reload-resources", what)
 	}
 	var cr rbacv1.ClusterRole
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role, &cr); err != nil {

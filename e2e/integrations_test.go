@@ -140,28 +140,12 @@ func startArgoRollouts(t *testing.T) {
 // argoOverlayRBAC is the ClusterRole manifests/argo-rollouts adds.
 func argoOverlayRBAC(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	role, ok := kustomize(t, "e2e/testdata/overlays/argo-rollouts")["ClusterRole//courier-reload-resources"]
-	if !ok {
-		t.Fatal("manifests/argo-rollouts adds no ClusterRole courier-reload-resources")
-	}
-	var cr rbacv1.ClusterRole
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role, &cr); err != nil {
-		t.Fatal(err)
-	}
-	return cr.Rules
+	return reloadResourcesRules(t, "manifests/argo-rollouts", kustomize(t, "e2e/testdata/overlays/argo-rollouts"))
 }
 
 func createRollout(t *testing.T, ns, name string, annotations map[string]string, spec map[string]any) {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
-	u.SetAnnotations(annotations)
-	if _, err := dynamicAdmin(t).Resource(rollouts).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Rollout %s/%s: %v", ns, name, err)
-	}
+	createObject(t, rollouts, "Rollout", ns, name, annotations, spec)
 }
 
 // rolloutState is what Argo Rollouts says of a Rollout: its revision, and
