@@ -110,16 +110,19 @@ lint:
 bench:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -out=.run/bench/results.json
 
-## bench-scale: the benchmark at SIZES namespaces (default 1000,3000,10000), each on a fresh control plane; .run/bench-scale/ gets scale.json, scale.md and SVG pictures
-SIZES ?= 1000,3000,10000
+## bench-scale: the benchmark at SIZES namespaces (default 1000,3000,10000; REPEATS repetitions each), each on a fresh control plane; .run/bench-scale/ gets scale.json, scale.md, SVG pictures and profiles (about 2 h on 2 cores, BENCHMARKS.md)
+SIZES   ?= 1000,3000,10000
+REPEATS ?= 5,5,3
 bench-scale:
-	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$($(CURDIR)/e2e/tools/build.sh)" -sizes=$(SIZES)
+	cp="$(CONTROLPLANE)" && cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$cp" -sizes=$(SIZES) -repeats=$(REPEATS)
 
-## bench-smoke: the benchmark on a tiny dataset, so it cannot rot (part of make test)
+## bench-smoke: the benchmark and bench-scale's smallest size on tiny datasets, so neither can rot (part of make test)
 bench-smoke:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -dir=.run/bench-smoke -out=.run/bench-smoke/results.json \
 	  -namespaces=20 -secrets=100 -configmaps=40 -helm-releases=5 -helm-bytes=51200 -deployments=40 -consumers=20 \
 	  -repeats=2 -steady=10s
+	cp="$(CONTROLPLANE)" && cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$cp" -dir=.run/bench-smoke/scale \
+	  -sizes=20 -repeats=2 -steady=10s -helm-bytes=51200
 
 ## prometheus: Debian's prometheus and promtool, for the dashboard and alert tests (installed when missing)
 prometheus:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -240,4 +241,12 @@ func deployment(ns, name string, i int, consumer bool, secrets, configMaps int) 
 			},
 		},
 	}
+}
+
+// patience is how long the bench waits for the cluster (to go quiet, for
+// every replica or rollout) before it gives up: 5 minutes, longer for large
+// datasets, whose every rollout makes the Deployment controller create a
+// ReplicaSet.
+func (d dataset) patience() time.Duration {
+	return max(5*time.Minute, time.Duration(d.Namespaces)*100*time.Millisecond)
 }

@@ -49,6 +49,8 @@ type options struct {
 	dir        string
 	courierArg string
 	workers    int
+	atOnce     bool
+	profiles   string
 }
 
 func main() {
@@ -68,6 +70,8 @@ func main() {
 	flag.StringVar(&o.dir, "dir", ".run/bench", "working directory: courier binary, logs, cluster data")
 	flag.StringVar(&o.courierArg, "courier-args", "--reload-qps=1000 --reload-burst=1000", "extra courier flags (space-separated); the default lifts rollout pacing, keeping the 2 s debounce")
 	flag.IntVar(&o.workers, "floor-workers", 64, "concurrent requests of the floor client")
+	flag.BoolVar(&o.atOnce, "floor-at-once", true, "also measure the floor making all N + D writes at once (not a target's baseline; false saves a third of scenario 3)")
+	flag.StringVar(&o.profiles, "profiles", "", "if set, write courier's CPU profile of the first source update (scenario 3) and its heap profile at the end of the steady state here")
 	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
 	flag.Parse()
 	if *verdictsOf != "" {
@@ -198,7 +202,7 @@ func run(ctx context.Context, o options) error {
 	}
 	logf("courier's first start: waiting for every replica and baseline")
 	replicas := o.Namespaces + o.Namespaces + o.Namespaces // shared + group + burst, one each per namespace
-	if err := waitCount(ctx, 10*time.Minute, func() (int, error) {
+	if err := waitCount(ctx, 2*o.patience(), func() (int, error) {
 		l, err := client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "courier.dev/replica=true"})
 		if err != nil {
 			return 0, err
@@ -207,7 +211,7 @@ func run(ctx context.Context, o options) error {
 	}, replicas); err != nil {
 		return fmt.Errorf("initial replication: %w", err)
 	}
-	if err := settle(ctx, client, 5*time.Second, 5*time.Minute); err != nil {
+	if err := settle(ctx, client, 5*time.Second, o.patience()); err != nil {
 		return err
 	}
 	r.Memory["firstStartPeakRssBytes"] = cur.memory().PeakRSS
@@ -254,12 +258,25 @@ func run(ctx context.Context, o options) error {
 	var replicaSpan, rolloutSpan, floorReplicas, floorPatches, aloneReplicas, alonePatches []float64
 	var updateWrites []string
 	for i := range o.repeats {
-		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+		if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 			return err
+		}
+		var profiled chan error
+		if i == 0 && o.profiles != "" {
+			profiled = make(chan error, 1)
+			go func() {
+				profiled <- cur.profile("profile?seconds=30", filepath.Join(o.profiles, "cpu-source-update.pprof"))
+			}()
+			time.Sleep(100 * time.Millisecond) // the profile has started
 		}
 		rs, ds, w, err := sourceUpdate(ctx, client, o, fmt.Sprintf("v%d-%s", i, randomText(8)))
 		if err != nil {
 			return err
+		}
+		if profiled != nil {
+			if err := <-profiled; err != nil {
+				return err
+			}
 		}
 		replicaSpan, rolloutSpan = append(replicaSpan, rs), append(rolloutSpan, ds)
 		got := w.ofCourier() - 1 // less the bench's own source update
@@ -269,8 +286,12 @@ func run(ctx context.Context, o options) error {
 		}
 		logf("update %d: replicas %.2fs, consumers %.2fs", i+1, rs, ds)
 		stopCourier()
-		for _, alone := range []bool{i%2 == 1, i%2 == 0} { // which floor goes first alternates
-			if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+		floors := []bool{i%2 == 1, i%2 == 0} // which floor goes first alternates
+		if !o.atOnce {
+			floors = []bool{true}
+		}
+		for _, alone := range floors {
+			if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 				return err
 			}
 			fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%t-%s", i, alone, randomText(8)), alone)
@@ -289,19 +310,22 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	fRep, fPat, aRep, aPat := summarize(floorReplicas), summarize(floorPatches), summarize(aloneReplicas), summarize(alonePatches)
-	r.Scenarios = append(r.Scenarios,
-		scenario{Name: fmt.Sprintf("3a. one source update (its one key set to a new 11 B value) → all %d replicas", o.Namespaces),
-			Stats: summarize(replicaSpan), Floor: &fRep, FloorAlone: &aRep,
-			PairedAlone: divide(replicaSpan, aloneReplicas), PairedAtOnce: divide(replicaSpan, floorReplicas),
-			Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)},
-		scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers),
-			Stats: summarize(rolloutSpan), Floor: &fPat, FloorAlone: &aPat,
-			PairedAlone: divide(rolloutSpan, alonePatches), PairedAtOnce: divide(rolloutSpan, floorPatches),
-			Writes: "(in 3a)", Want: "-"})
+	aRep, aPat := summarize(aloneReplicas), summarize(alonePatches)
+	s3a := scenario{Name: fmt.Sprintf("3a. one source update (its one key set to a new 11 B value) → all %d replicas", o.Namespaces),
+		Stats: summarize(replicaSpan), FloorAlone: &aRep, PairedAlone: divide(replicaSpan, aloneReplicas),
+		Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)}
+	s3b := scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers),
+		Stats: summarize(rolloutSpan), FloorAlone: &aPat, PairedAlone: divide(rolloutSpan, alonePatches),
+		Writes: "(in 3a)", Want: "-"}
+	if o.atOnce {
+		fRep, fPat := summarize(floorReplicas), summarize(floorPatches)
+		s3a.Floor, s3a.PairedAtOnce = &fRep, divide(replicaSpan, floorReplicas)
+		s3b.Floor, s3b.PairedAtOnce = &fPat, divide(rolloutSpan, floorPatches)
+	}
+	r.Scenarios = append(r.Scenarios, s3a, s3b)
 
 	// 4: a new namespace matching 50 sources, on a quiet API server.
-	if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+	if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 		return err
 	}
 	var fresh []float64
@@ -318,7 +342,7 @@ func run(ctx context.Context, o options) error {
 	// 5: 100 sources updated at once, each time on a quiet API server: the
 	// namespace controller is done emptying scenario 4's namespaces (its
 	// deletes of their replicas would count as writes).
-	if err := waitCount(ctx, 3*time.Minute, func() (int, error) {
+	if err := waitCount(ctx, o.patience(), func() (int, error) {
 		n := 0
 		for i := range o.repeats {
 			_, err := client.CoreV1().Namespaces().Get(ctx, fmt.Sprintf("bench-fresh-%d", i), metav1.GetOptions{})
@@ -336,7 +360,7 @@ func run(ctx context.Context, o options) error {
 	var burstWrites []string
 	want := o.Namespaces // every namespace carries one burst label
 	for i := range o.repeats {
-		if err := settle(ctx, client, 2*time.Second, 3*time.Minute); err != nil {
+		if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 			return err
 		}
 		s, w, err := burstUpdate(ctx, client, o, want, fmt.Sprintf("b%d-%s", i, randomText(8)))
@@ -356,7 +380,7 @@ func run(ctx context.Context, o options) error {
 
 	// 6: steady state.
 	logf("steady state for %s", o.steady)
-	if err := settle(ctx, client, 5*time.Second, 5*time.Minute); err != nil {
+	if err := settle(ctx, client, 5*time.Second, o.patience()); err != nil {
 		return err
 	}
 	_, body := cur.get("/metrics")
@@ -375,13 +399,18 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	perMin := (metricValue(body, "courier_kube_client_requests_total") - reqBefore) / o.steady.Minutes()
+	requests := metricValue(body, "courier_kube_client_requests_total") - reqBefore
 	steadyWrites := wAfter.minus(wBefore).ofCourier()
 	if steadyWrites != 0 {
 		r.problem("steady state: %g writes", steadyWrites)
 	}
-	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("6. steady state %s: courier's API requests per minute", o.steady),
-		Stats: stats{N: 1, Median: perMin, P99: perMin}, Writes: fmt.Sprint(steadyWrites), Want: "0"})
+	r.Scenarios = append(r.Scenarios, scenario{Name: fmt.Sprintf("6. idle for %s: courier's API requests (its Lease renewals; writes counted apart)", o.steady),
+		Stats: stats{N: 1, Median: requests, P99: requests}, Writes: fmt.Sprint(steadyWrites), Want: "0"})
+	if o.profiles != "" {
+		if err := cur.profile("heap?gc=1", filepath.Join(o.profiles, "heap-steady.pprof")); err != nil {
+			return err
+		}
+	}
 	m = cur.memory()
 	r.Memory["steadyRssBytes"], r.Memory["steadyHeapBytes"], r.Memory["peakRssBytes"] = m.RSS, m.Heap, max(peakRSS, m.PeakRSS)
 
@@ -436,11 +465,11 @@ func sourceUpdate(ctx context.Context, c kubernetes.Interface, o options, value 
 	if _, err := c.CoreV1().Secrets(platformNS).Update(ctx, src, metav1.UpdateOptions{}); err != nil {
 		return 0, 0, nil, err
 	}
-	lastReplica, n := waitReplicas(o.Namespaces, 5*time.Minute)
+	lastReplica, n := waitReplicas(o.Namespaces, o.patience())
 	if n != o.Namespaces {
 		return 0, 0, nil, fmt.Errorf("only %d of %d replicas updated", n, o.Namespaces)
 	}
-	lastRollout, n := waitRollouts(o.Consumers, 5*time.Minute)
+	lastRollout, n := waitRollouts(o.Consumers, o.patience())
 	if n != o.Consumers {
 		return 0, 0, nil, fmt.Errorf("only %d of %d consumers rolled out", n, o.Consumers)
 	}
@@ -493,11 +522,11 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string,
 		})
 	}
 	waitBoth := func(t0, p0 time.Time) (float64, float64, error) {
-		lastS, n := waitSecrets(o.Namespaces, 5*time.Minute)
+		lastS, n := waitSecrets(o.Namespaces, o.patience())
 		if n != o.Namespaces {
 			return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
 		}
-		lastP, n := waitPatches(len(consumers), 5*time.Minute)
+		lastP, n := waitPatches(len(consumers), o.patience())
 		if n != len(consumers) {
 			return 0, 0, fmt.Errorf("floor: %d of %d patches seen", n, len(consumers))
 		}
@@ -509,7 +538,7 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string,
 		if err := update(); err != nil {
 			return 0, 0, err
 		}
-		if _, n := waitSecrets(o.Namespaces, 5*time.Minute); n != o.Namespaces {
+		if _, n := waitSecrets(o.Namespaces, o.patience()); n != o.Namespaces {
 			return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
 		}
 		p0 := time.Now()
@@ -592,7 +621,7 @@ func burstUpdate(ctx context.Context, c kubernetes.Interface, o options, want in
 	}); err != nil {
 		return 0, nil, err
 	}
-	last, n := wait(want, 5*time.Minute)
+	last, n := wait(want, o.patience())
 	if n != want {
 		return 0, nil, fmt.Errorf("burst: %d of %d replicas updated", n, want)
 	}
@@ -678,8 +707,10 @@ func report(w *os.File, r *results) {
 	fmt.Fprintln(tw, "SCENARIO\tN\tMEDIAN\tP99 (MAX IF N<100)\tFLOOR ALONE\tPAIRED RATIO: MEDIAN [MIN–MAX]\tFLOOR N+D AT ONCE\tPAIRED RATIO\tWRITES\tWANT")
 	for _, s := range r.Scenarios {
 		alone, aloneRatio, floor, ratio := "-", "-", "-", "-"
-		if s.Floor != nil {
+		if s.FloorAlone != nil {
 			alone, aloneRatio = fmt.Sprintf("%.3f", s.FloorAlone.Median), spread(s.PairedAlone, "×")
+		}
+		if s.Floor != nil {
 			floor, ratio = fmt.Sprintf("%.3f", s.Floor.Median), spread(s.PairedAtOnce, "×")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, alone, aloneRatio, floor, ratio, s.Writes, s.Want)

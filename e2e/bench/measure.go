@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -342,6 +343,30 @@ func (c *courier) stop() {
 		<-c.done
 	}
 	c.log.Close()
+}
+
+// profile saves courier's /debug/pprof/<which> (it runs with --profiling) to path.
+func (c *courier) profile(which, path string) error {
+	resp, err := http.Get("http://" + c.addr + "/debug/pprof/" + which)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", which, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", which, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile %s: %w", which, err)
+	}
+	return f.Close()
 }
 
 // memory is courier's RSS now and at its peak (VmRSS, VmHWM) and its Go heap in use.

@@ -7,7 +7,12 @@
 // The dataset of size N (namespaces) is the issue's: 10 Secrets and 5
 // ConfigMaps of 4 KiB per namespace, 0.3 Helm releases of 500 KiB per
 // namespace, 2 Deployments per namespace, and one source replicated to every
-// namespace and consumed by N Deployments.
+// namespace and consumed by N Deployments. e2e/bench adds 10 sources to N/10
+// namespaces each and 100 sources to N/100 namespaces each (at 10,000
+// namespaces, the issue's "100 sources to 100 namespaces each").
+//
+// A size that fails is reported and the others still run; the figures are
+// rewritten after each size, and -reuse keeps the sizes already measured.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,20 +42,31 @@ type benchResults struct {
 		Namespaces, Secrets, ConfigMaps, HelmReleases, Deployments, Consumers int
 	} `json:"dataset"`
 	LoadSecs  float64 `json:"loadSeconds"`
+	RunSecs   float64 `json:"runSeconds"`
 	Scenarios []struct {
-		Name       string `json:"name"`
-		Stats      stats  `json:"seconds"`
-		FloorAlone *stats `json:"floorAloneSeconds"`
-		Writes     string `json:"writes"`
-		Want       string `json:"wantWrites"`
+		Name        string    `json:"name"`
+		Stats       stats     `json:"seconds"`
+		FloorAlone  *stats    `json:"floorAloneSeconds"`
+		PairedAlone []float64 `json:"pairedRatiosToFloorAlone"`
+		Writes      string    `json:"writes"`
+		Want        string    `json:"wantWrites"`
 	} `json:"scenarios"`
 	Memory   map[string]float64 `json:"memory"`
 	Problems []string           `json:"problems"`
 }
 
 type stats struct {
+	N      int     `json:"n"`
 	Median float64 `json:"median"`
 	P99    float64 `json:"p99"`
+}
+
+// figures is scale.json: the run's context and each size's figures.
+type figures struct {
+	Date    string `json:"date"`
+	Machine string `json:"machine"`
+	Commit  string `json:"commit"`
+	Sizes   []size `json:"sizes"`
 }
 
 // size is one size's figures, as scale.json holds them.
@@ -57,37 +74,63 @@ type size struct {
 	Namespaces int `json:"namespaces"`
 	// Objects is what courier caches: Secrets, ConfigMaps (the dataset's
 	// and one replica per source and namespace), Namespaces, Deployments.
-	Objects        int                `json:"cachedObjects"`
-	Scenarios      map[string]stats   `json:"scenarios"`
-	Floors         map[string]stats   `json:"floorsAlone"`
+	Objects   int              `json:"cachedObjects"`
+	Scenarios map[string]stats `json:"scenarios"`
+	Floors    map[string]stats `json:"floorsAlone"`
+	// Ratios: the median of the paired ratios to the floor alone.
+	Ratios         map[string]float64 `json:"pairedRatioToFloorAlone"`
 	Writes         map[string]string  `json:"writes"`
 	Memory         map[string]float64 `json:"memory"`
 	HeapPerObject  float64            `json:"heapBytesPerCachedObject"`
 	LoadSecs       float64            `json:"loadSeconds"`
 	RunSecs        float64            `json:"runSeconds"`
+	Repeats        int                `json:"repeats"`
 	Problems       []string           `json:"problems"`
 	BenchResultsAt string             `json:"benchResults"`
+	machine        string
 }
 
 func main() {
 	sizes := flag.String("sizes", "1000,3000,10000", "namespaces of each run, comma-separated")
+	repeats := flag.String("repeats", "5,5,3", "repetitions of each scenario, one per size (the last one for the sizes after it)")
 	root := flag.String("root", "../../..", "courier's repository root")
 	bin := flag.String("controlplane-bin", "", "control-plane binaries (e2e/tools/build.sh prints the directory)")
 	dir := flag.String("dir", ".run/bench-scale", "where each size's run and the figures go (relative to -root)")
-	repeats := flag.Int("repeats", 10, "repetitions of each scenario")
 	steady := flag.Duration("steady", 5*time.Minute, "length of the idle (steady-state) scenario")
+	reuse := flag.Bool("reuse", false, "keep the results of a size already measured in -dir instead of running it again")
+	helmBytes := flag.Int("helm-bytes", 500<<10, "size of each Helm release Secret")
 	flag.Parse()
-	if err := run(*root, *bin, *dir, *sizes, *repeats, *steady); err != nil {
+	if err := run(*root, *bin, *dir, *sizes, *repeats, *steady, *reuse, *helmBytes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, bin, dir, sizeList string, repeats int, steady time.Duration) error {
+func ints(list, what string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s %q: want a positive number", what, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reuse bool, helmBytes int) error {
 	if bin == "" {
 		return fmt.Errorf("-controlplane-bin is empty; build the control plane with `make controlplane`")
 	}
-	root, err := filepath.Abs(root)
+	sizes, err := ints(sizeList, "size")
+	if err != nil {
+		return err
+	}
+	repeats, err := ints(repeatList, "repeats")
+	if err != nil {
+		return err
+	}
+	root, err = filepath.Abs(root)
 	if err != nil {
 		return err
 	}
@@ -99,31 +142,75 @@ func run(root, bin, dir, sizeList string, repeats int, steady time.Duration) err
 	if err := command(root, "go", "build", "-o", bench, "./e2e/bench").Run(); err != nil {
 		return fmt.Errorf("build e2e/bench: %w", err)
 	}
-	var all []size
-	for _, s := range strings.Split(sizeList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 10 {
-			return fmt.Errorf("size %q: want a number of namespaces ≥ 10", s)
+	commit, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+	all := figures{Date: time.Now().UTC().Format(time.RFC3339), Commit: strings.TrimSpace(string(commit))}
+	var failed []string
+	for i, n := range sizes {
+		if n < 10 {
+			return fmt.Errorf("size %d: want at least 10 namespaces", n)
 		}
+		rep := repeats[min(i, len(repeats)-1)]
 		sd := filepath.Join(out, strconv.Itoa(n))
 		results := filepath.Join(sd, "results.json")
-		start := time.Now()
-		fmt.Fprintf(os.Stderr, "bench-scale: %d namespaces (%s)\n", n, sd)
-		// e2e/bench builds courier from the working directory: the root.
-		err = command(root, bench, "-controlplane-bin="+bin, "-dir="+sd, "-out="+results,
-			"-namespaces="+strconv.Itoa(n), "-secrets="+strconv.Itoa(10*n), "-configmaps="+strconv.Itoa(5*n),
-			"-helm-releases="+strconv.Itoa(3*n/10), "-deployments="+strconv.Itoa(2*n), "-consumers="+strconv.Itoa(n),
-			"-repeats="+strconv.Itoa(repeats), "-steady="+steady.String()).Run()
-		if err != nil {
-			return fmt.Errorf("bench at %d namespaces: %w", n, err)
+		if _, err := os.Stat(results); err != nil || !reuse {
+			start := time.Now()
+			fmt.Fprintf(os.Stderr, "bench-scale: %d namespaces, %d repetitions (%s)\n", n, rep, sd)
+			// e2e/bench builds courier from the working directory: the root.
+			err := command(root, bench, "-controlplane-bin="+bin, "-dir="+sd, "-out="+results, "-profiles="+filepath.Join(out, "profiles", strconv.Itoa(n)),
+				"-namespaces="+strconv.Itoa(n), "-secrets="+strconv.Itoa(10*n), "-configmaps="+strconv.Itoa(5*n),
+				"-helm-releases="+strconv.Itoa(3*n/10), "-helm-bytes="+strconv.Itoa(helmBytes),
+				"-deployments="+strconv.Itoa(2*n), "-consumers="+strconv.Itoa(n),
+				"-repeats="+strconv.Itoa(rep), "-steady="+steady.String(), "-floor-at-once=false").Run()
+			if _, statErr := os.Stat(results); statErr != nil {
+				// No results at all: the run broke off (e2e/bench writes them
+				// even when a write count is wrong).
+				failed = append(failed, fmt.Sprintf("%d namespaces: %v", n, err))
+				continue
+			}
+			if err := stamp(results, time.Since(start)); err != nil {
+				return err
+			}
 		}
 		sz, err := read(results)
 		if err != nil {
 			return err
 		}
-		sz.RunSecs = time.Since(start).Seconds()
-		all = append(all, sz)
+		if len(sz.Problems) > 0 {
+			failed = append(failed, fmt.Sprintf("%d namespaces: %s", n, strings.Join(sz.Problems, "; ")))
+		}
+		all.Sizes = append(all.Sizes, sz)
+		slices.SortFunc(all.Sizes, func(a, b size) int { return a.Namespaces - b.Namespaces })
+		all.Machine = sz.machine
+		if err := write(out, all); err != nil {
+			return err
+		}
 	}
+	if len(all.Sizes) > 0 {
+		fmt.Print(table(all))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "\n"))
+	}
+	return nil
+}
+
+// stamp adds the run's wall time to its results, so that -reuse keeps it.
+func stamp(path string, took time.Duration) error {
+	var r map[string]any
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	r["runSeconds"] = took.Seconds()
+	b, _ = json.MarshalIndent(r, "", "  ")
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// write rewrites scale.json, scale.md and the pictures with what is measured so far.
+func write(out string, all figures) error {
 	b, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
@@ -134,8 +221,7 @@ func run(root, bin, dir, sizeList string, repeats int, steady time.Duration) err
 	if err := os.WriteFile(filepath.Join(out, "scale.md"), []byte(table(all)), 0o644); err != nil {
 		return err
 	}
-	fmt.Print(table(all))
-	return draw(out, all)
+	return draw(out, all.Sizes)
 }
 
 func command(dir, name string, args ...string) *exec.Cmd {
@@ -165,18 +251,24 @@ func read(path string) (size, error) {
 		return size{}, fmt.Errorf("%s: %w", path, err)
 	}
 	d := r.Dataset
-	// One replica per namespace of the shared source, the group sources and
-	// the burst sources (e2e/bench's dataset), plus what the dataset made.
-	objects := d.Secrets + d.ConfigMaps + d.Namespaces + d.Deployments + 3*d.Namespaces
+	// Every Secret and ConfigMap outside Helm's: the dataset's, e2e/bench's
+	// floor Secret in each namespace, its 161 sources and their replicas
+	// (the shared, a group and a burst source's in every namespace); and
+	// the Namespaces and Deployments.
+	const sources = 1 + 10 + 100 + 50
+	objects := d.Secrets + d.ConfigMaps + d.Namespaces + sources + 3*d.Namespaces + d.Namespaces + d.Deployments
 	sz := size{Namespaces: d.Namespaces, Objects: objects, Scenarios: map[string]stats{}, Floors: map[string]stats{},
-		Writes: map[string]string{}, Memory: r.Memory, LoadSecs: r.LoadSecs, Problems: r.Problems, BenchResultsAt: path}
+		Ratios: map[string]float64{}, Writes: map[string]string{}, Memory: r.Memory, LoadSecs: r.LoadSecs, RunSecs: r.RunSecs,
+		Problems: r.Problems, BenchResultsAt: path, machine: r.Machine}
 	for _, s := range r.Scenarios {
 		key, _, _ := strings.Cut(s.Name, ".")
 		sz.Scenarios[key] = s.Stats
+		sz.Repeats = max(sz.Repeats, s.Stats.N)
 		if s.FloorAlone != nil {
 			sz.Floors[key] = *s.FloorAlone
+			sz.Ratios[key] = median(s.PairedAlone)
 		}
-		sz.Writes[key] = s.Writes + " (want " + s.Want + ")"
+		sz.Writes[key] = s.Writes
 	}
 	if objects > 0 {
 		sz.HeapPerObject = r.Memory["steadyHeapBytes"] / float64(objects)
@@ -184,17 +276,62 @@ func read(path string) (size, error) {
 	return sz, nil
 }
 
-func table(all []size) string {
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// The targets of issue #17, at every size.
+var targets = []struct {
+	name  string
+	limit float64
+	unit  string
+	value func(size) float64
+}{
+	{"one source update → all replicas, paired ratio to the floor", 1.2, "×", func(s size) float64 { return s.Ratios[replica] }},
+	{"→ all consumers patched (2 s debounce included), paired ratio to the floor alone", 1.3, "×", func(s size) float64 { return s.Ratios[consume] }},
+	{"new namespace → 50 replicas", 0.2, " s", func(s size) float64 { return s.Scenarios[fresh].Median }},
+	{"cold start → ready and leading", 20, " s", func(s size) float64 { return s.Scenarios[start].Median }},
+	{"steady RSS", 256, " MiB", func(s size) float64 { return s.Memory["steadyRssBytes"] / (1 << 20) }},
+	{"Go heap per cached object", 1.5, " KiB", func(s size) float64 { return s.HeapPerObject / 1024 }},
+	{"write counts other than N + D per change, 0 per restart, 0 idle", 0, "", func(s size) float64 { return float64(len(s.Problems)) }},
+}
+
+func table(all figures) string {
 	var b strings.Builder
-	b.WriteString("| namespaces | cached objects | 3a replicas: median (floor) | 3b consumers: median (floor) | new namespace | 5 burst | start → ready | restart writes | steady RSS | peak RSS | heap | heap / object | idle requests/min |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, s := range all {
-		fmt.Fprintf(&b, "| %d | %d | %s (%s) | %s (%s) | %s | %s | %s | %s | %.0f MiB | %.0f MiB | %.0f MiB | %.0f B | %.1f |\n",
-			s.Namespaces, s.Objects, secs(s.Scenarios[replica].Median), secs(s.Floors[replica].Median),
+	fmt.Fprintf(&b, "courier bench-scale — %s — commit %s — %s\n\n", all.Date, all.Commit, all.Machine)
+	b.WriteString("| namespaces | cached objects | repetitions | 3a replicas: median (floor) | 3b consumers: median (floor alone) | new namespace | 5: 100 sources at once | start → ready | restart writes | steady RSS | peak RSS | Go heap | heap / object | idle: requests, writes | load | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range all.Sizes {
+		fmt.Fprintf(&b, "| %d | %d | %d | %s (%s) | %s (%s) | %s | %s | %s | %s | %.0f MiB | %.0f MiB | %.0f MiB | %.0f B | %.0f, %s | %s | %s |\n",
+			s.Namespaces, s.Objects, s.Repeats, secs(s.Scenarios[replica].Median), secs(s.Floors[replica].Median),
 			secs(s.Scenarios[consume].Median), secs(s.Floors[consume].Median), secs(s.Scenarios[fresh].Median),
 			secs(s.Scenarios[burst].Median), secs(s.Scenarios[start].Median), s.Writes[restart],
 			s.Memory["steadyRssBytes"]/(1<<20), s.Memory["peakRssBytes"]/(1<<20), s.Memory["steadyHeapBytes"]/(1<<20),
-			s.HeapPerObject, s.Scenarios[idle].Median)
+			s.HeapPerObject, s.Scenarios[idle].Median, s.Writes[idle], minutes(s.LoadSecs), minutes(s.RunSecs))
+	}
+	b.WriteString("\n| target (medians) | limit |")
+	for _, s := range all.Sizes {
+		fmt.Fprintf(&b, " %d namespaces |", s.Namespaces)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(all.Sizes)) + "\n")
+	for _, t := range targets {
+		fmt.Fprintf(&b, "| %s | ≤ %g%s |", t.name, t.limit, t.unit)
+		for _, s := range all.Sizes {
+			v, verdict := t.value(s), "holds"
+			if math.IsNaN(v) || v > t.limit {
+				verdict = "**missed**"
+			}
+			fmt.Fprintf(&b, " %.3g%s %s |", v, t.unit, verdict)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -204,6 +341,13 @@ func secs(v float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f s", v)
+}
+
+func minutes(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return time.Duration(v * float64(time.Second)).Round(time.Second).String()
 }
 
 // draw writes the three pictures: time to the last replica against

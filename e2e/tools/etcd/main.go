@@ -20,6 +20,7 @@ func main() {
 	clientURL := flag.String("listen-client-url", "http://127.0.0.1:2379", "client URL (loopback only)")
 	peerURL := flag.String("listen-peer-url", "http://127.0.0.1:2380", "peer URL (loopback only)")
 	noFsync := flag.Bool("unsafe-no-fsync", false, "skip fsync: fast, and fine for a throw-away test cluster")
+	quota := flag.Int64("quota-backend-bytes", 0, "the backend's size limit in bytes (0: etcd's default, 2 GiB)")
 	flag.Parse()
 	if *dataDir == "" {
 		log.Fatal("--data-dir is required")
@@ -30,6 +31,7 @@ func main() {
 	cfg.Name = "courier-e2e"
 	cfg.LogLevel = "error"
 	cfg.UnsafeNoFsync = *noFsync
+	cfg.QuotaBackendBytes = *quota
 	cu, err := url.Parse(*clientURL)
 	if err != nil {
 		log.Fatalf("--listen-client-url: %v", err)
