@@ -51,6 +51,7 @@ type options struct {
 	workers    int
 	atOnce     bool
 	profiles   string
+	limits     string
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&o.workers, "floor-workers", 64, "concurrent requests of the floor client")
 	flag.BoolVar(&o.atOnce, "floor-at-once", true, "also measure the floor making all N + D writes at once (not a target's baseline; false saves a third of scenario 3)")
 	flag.StringVar(&o.profiles, "profiles", "", "if set, write courier's CPU profile of the first source update (scenario 3) and its heap profile at the end of the steady state here")
+	flag.StringVar(&o.limits, "controlplane-memory-limits", "", "GOMEMLIMIT per control-plane component, e.g. kube-apiserver=8GiB,kube-controller-manager=3GiB (never courier's)")
 	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
 	flag.Parse()
 	if *verdictsOf != "" {
@@ -147,7 +149,15 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("build courier: %v\n%s", err, out)
 	}
 	clusterDir, _ := filepath.Abs(filepath.Join(o.dir, "cluster"))
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: o.binDir, Dir: clusterDir, Logf: logf})
+	limits := map[string]string{}
+	for _, kv := range strings.Split(o.limits, ",") {
+		if name, limit, ok := strings.Cut(kv, "="); ok {
+			limits[name] = limit
+		} else if kv != "" {
+			return fmt.Errorf("-controlplane-memory-limits: %q is not component=limit", kv)
+		}
+	}
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: o.binDir, Dir: clusterDir, Logf: logf, MemoryLimits: limits})
 	if err != nil {
 		return err
 	}

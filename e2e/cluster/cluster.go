@@ -41,6 +41,10 @@ type Options struct {
 	Dir string
 	// Logf, if set, reports progress.
 	Logf func(format string, args ...any)
+	// MemoryLimits sets GOMEMLIMIT (e.g. "8GiB") per component, by binary
+	// name, so that a large dataset's control plane collects garbage before
+	// the machine runs out of memory rather than at twice its live heap.
+	MemoryLimits map[string]string
 }
 
 // Cluster is a running local control plane.
@@ -55,6 +59,7 @@ type Cluster struct {
 
 	tempDir bool
 	logf    func(string, ...any)
+	limits  map[string]string
 	mu      sync.Mutex
 	procs   map[string]*process
 	order   []string
@@ -72,7 +77,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return nil, fmt.Errorf("cluster: %s missing from %s; build it with `make controlplane`: %w", b, o.BinDir, err)
 		}
 	}
-	c = &Cluster{Dir: o.Dir, logf: o.Logf, procs: map[string]*process{}}
+	c = &Cluster{Dir: o.Dir, logf: o.Logf, limits: o.MemoryLimits, procs: map[string]*process{}}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -213,7 +218,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 }
 
 func (c *Cluster) add(name, binDir string, args ...string) {
-	c.procs[name] = &process{name: name, bin: filepath.Join(binDir, name), args: args, logPath: filepath.Join(c.Dir, name+".log")}
+	p := &process{name: name, bin: filepath.Join(binDir, name), args: args, logPath: filepath.Join(c.Dir, name+".log")}
+	if limit := c.limits[name]; limit != "" {
+		p.env = append(os.Environ(), "GOMEMLIMIT="+limit)
+	}
+	c.procs[name] = p
 	c.order = append(c.order, name)
 }
 

@@ -15,6 +15,7 @@ type process struct {
 	name    string
 	bin     string
 	args    []string
+	env     []string // nil: this process's environment
 	logPath string
 
 	cmd  *exec.Cmd
@@ -28,6 +29,7 @@ func (p *process) start() error {
 		return fmt.Errorf("open log for %s: %w", p.name, err)
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a terminal's Ctrl-C reaches only us and we
 	// stop the component in order; and killed if this process dies first.

@@ -160,7 +160,12 @@ func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reus
 				"-namespaces="+strconv.Itoa(n), "-secrets="+strconv.Itoa(10*n), "-configmaps="+strconv.Itoa(5*n),
 				"-helm-releases="+strconv.Itoa(3*n/10), "-helm-bytes="+strconv.Itoa(helmBytes),
 				"-deployments="+strconv.Itoa(2*n), "-consumers="+strconv.Itoa(n),
-				"-repeats="+strconv.Itoa(rep), "-steady="+steady.String(), "-floor-at-once=false").Run()
+				"-repeats="+strconv.Itoa(rep), "-steady="+steady.String(), "-floor-at-once=false",
+				// At 10,000 namespaces kube-apiserver's live heap is about 7 GB
+				// (every Secret decoded twice, Helm releases included) and
+				// kube-controller-manager's 2 GB; collected only at twice that,
+				// they outgrow a 24 GB machine. courier gets no limit.
+				"-controlplane-memory-limits=kube-apiserver=9GiB,kube-controller-manager=3GiB").Run()
 			if _, statErr := os.Stat(results); statErr != nil {
 				// No results at all: the run broke off (e2e/bench writes them
 				// even when a write count is wrong).
