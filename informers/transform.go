@@ -77,17 +77,23 @@ func Transform(keep KeepValues) cache.TransformFunc {
 			trimMeta(&o.ObjectMeta, false)
 			o.Spec = corev1.NamespaceSpec{}
 			o.Status.Conditions = nil
+		// A workload keeps its annotations and only its pod template's
+		// annotations and spec: the reloader patches workloads, never updates
+		// them whole, and reads nothing else (labels, selectors, a
+		// StatefulSet's claim templates and status made a cached Deployment
+		// large).
 		case *appsv1.Deployment:
-			trimMeta(&o.ObjectMeta, false)
-			o.Status = appsv1.DeploymentStatus{}
+			trimWorkloadMeta(&o.ObjectMeta)
+			o.Spec, o.Status = appsv1.DeploymentSpec{Template: onlyTemplate(o.Spec.Template)}, appsv1.DeploymentStatus{}
 		case *appsv1.StatefulSet:
-			trimMeta(&o.ObjectMeta, false)
-			o.Status = appsv1.StatefulSetStatus{}
+			trimWorkloadMeta(&o.ObjectMeta)
+			o.Spec, o.Status = appsv1.StatefulSetSpec{Template: onlyTemplate(o.Spec.Template)}, appsv1.StatefulSetStatus{}
 		case *appsv1.DaemonSet:
-			trimMeta(&o.ObjectMeta, false)
-			o.Status = appsv1.DaemonSetStatus{}
+			trimWorkloadMeta(&o.ObjectMeta)
+			o.Spec, o.Status = appsv1.DaemonSetSpec{Template: onlyTemplate(o.Spec.Template)}, appsv1.DaemonSetStatus{}
 		case *batchv1.CronJob:
-			trimMeta(&o.ObjectMeta, false)
+			trimWorkloadMeta(&o.ObjectMeta)
+			o.Spec = batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: onlyTemplate(o.Spec.JobTemplate.Spec.Template)}}}
 			o.Status = batchv1.CronJobStatus{}
 		}
 		if _, t := workload.Of(obj); t != nil {
@@ -95,6 +101,16 @@ func Transform(keep KeepValues) cache.TransformFunc {
 		}
 		return obj, nil
 	}
+}
+
+func trimWorkloadMeta(m *metav1.ObjectMeta) {
+	trimMeta(m, false)
+	m.Labels = nil
+}
+
+// onlyTemplate is a pod template with only its annotations and spec.
+func onlyTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: t.Annotations}, Spec: t.Spec}
 }
 
 // trimPodSpec keeps of a workload's pod spec only what says which Secrets

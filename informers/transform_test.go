@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
@@ -158,20 +159,27 @@ func entries(obj metav1.Object) map[string]content.Entry {
 }
 
 func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{wellknown.ConfigHash: "abc"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name:    "app",
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
+		}}},
+	}
+	wantSpec := appsv1.DeploymentSpec{Template: *template.DeepCopy()}
+	// What the reloader never reads: the selector, replicas, strategy and
+	// the template's labels.
+	template.Labels = map[string]string{"app": "web"}
+	m := objMeta(annotated(wellknown.Reload, "true"))
+	m.Labels = map[string]string{"app.kubernetes.io/name": "web"}
 	d := &appsv1.Deployment{
-		ObjectMeta: objMeta(annotated(wellknown.Reload, "true")),
-		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{wellknown.ConfigHash: "abc"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name:    "app",
-				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
-			}}},
-		}},
+		ObjectMeta: m,
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: template.Labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}, Template: template},
 		Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2},
 	}
-	wantSpec := d.Spec.DeepCopy()
 	out := transform(t, d).(*appsv1.Deployment)
-	if diff := cmp.Diff(*wantSpec, out.Spec); diff != "" {
+	if diff := cmp.Diff(wantSpec, out.Spec); diff != "" {
 		t.Errorf("spec changed (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(appsv1.DeploymentStatus{}, out.Status); diff != "" {
@@ -182,6 +190,9 @@ func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
 	}
 	if out.Annotations[wellknown.Reload] != "true" {
 		t.Errorf("courier annotation lost")
+	}
+	if out.Labels != nil {
+		t.Errorf("labels kept: %v", out.Labels)
 	}
 }
 
