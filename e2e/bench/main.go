@@ -74,6 +74,7 @@ func main() {
 	flag.BoolVar(&o.atOnce, "floor-at-once", true, "also measure the floor making all N + D writes at once (not a target's baseline; false saves a third of scenario 3)")
 	flag.StringVar(&o.profiles, "profiles", "", "if set, write courier's CPU profile of the first source update (scenario 3) and its heap profile at the end of the steady state here")
 	flag.StringVar(&o.limits, "controlplane-memory-limits", "", "GOMEMLIMIT per control-plane component, e.g. kube-apiserver=8GiB,kube-controller-manager=3GiB (never courier's)")
+	startFloorOf := flag.String("start-floor", "", "instead of running: measure scenario 1's floor (a bare client filling courier's caches) -repeats times on the cluster of this kubeconfig")
 	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
 	flag.Parse()
 	if *verdictsOf != "" {
@@ -86,6 +87,13 @@ func main() {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if *startFloorOf != "" {
+		if err := measureStartFloor(ctx, *startFloorOf, o.repeats); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
@@ -227,7 +235,7 @@ func run(ctx context.Context, o options) error {
 	r.Memory["firstStartPeakRssBytes"] = cur.memory().PeakRSS
 
 	// 1 and 2: restarts, everything in sync.
-	var ready []float64
+	var ready, readyFloor []float64
 	var restartWrites []float64
 	for i := range o.repeats {
 		stopCourier()
@@ -251,10 +259,17 @@ func run(ctx context.Context, o options) error {
 		if n != 0 {
 			r.problem("restart %d wrote %v", i+1, d)
 		}
-		logf("restart %d: ready in %.2fs, %g writes", i+1, ready[len(ready)-1], n)
+		f, err := startFloor(ctx, client) // courier is idle: all in sync
+		if err != nil {
+			return err
+		}
+		readyFloor = append(readyFloor, f)
+		logf("restart %d: ready in %.2fs, %g writes; the same caches filled by a bare client in %.2fs", i+1, ready[len(ready)-1], n, f)
 	}
+	fReady := summarize(readyFloor)
 	r.Scenarios = append(r.Scenarios,
-		scenario{Name: "1. start → ready (caches synced, leader), all in sync", Stats: summarize(ready), Writes: "-", Want: "-"},
+		scenario{Name: "1. start → ready (caches synced, leader), all in sync", Stats: summarize(ready), Writes: "-", Want: "-",
+			FloorAlone: &fReady, PairedAlone: divide(ready, readyFloor)},
 		scenario{Name: "2. restart, all in sync: API writes", Stats: summarize(restartWrites), Writes: fmt.Sprint(restartWrites), Want: "0"})
 	m := cur.memory()
 	r.Memory["restartPeakRssBytes"], r.Memory["afterRestartRssBytes"], r.Memory["afterRestartHeapBytes"] = m.PeakRSS, m.RSS, m.Heap
