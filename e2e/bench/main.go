@@ -52,6 +52,7 @@ type options struct {
 	atOnce     bool
 	profiles   string
 	limits     string
+	kcm        string
 }
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 	flag.BoolVar(&o.atOnce, "floor-at-once", true, "also measure the floor making all N + D writes at once (not a target's baseline; false saves a third of scenario 3)")
 	flag.StringVar(&o.profiles, "profiles", "", "if set, write courier's CPU profile of the first source update (scenario 3) and its heap profile at the end of the steady state here")
 	flag.StringVar(&o.limits, "controlplane-memory-limits", "", "GOMEMLIMIT per control-plane component, e.g. kube-apiserver=8GiB,kube-controller-manager=3GiB (never courier's)")
+	flag.StringVar(&o.kcm, "controllers", "", "kube-controller-manager's --controllers (empty: every default one)")
 	startFloorOf := flag.String("start-floor", "", "instead of running: measure scenario 1's floor (a bare client filling courier's caches) -repeats times on the cluster of this kubeconfig")
 	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
 	flag.Parse()
@@ -165,7 +167,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("-controlplane-memory-limits: %q is not component=limit", kv)
 		}
 	}
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: o.binDir, Dir: clusterDir, Logf: logf, MemoryLimits: limits})
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: o.binDir, Dir: clusterDir, Logf: logf, MemoryLimits: limits, Controllers: o.kcm})
 	if err != nil {
 		return err
 	}

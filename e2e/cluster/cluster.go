@@ -45,6 +45,10 @@ type Options struct {
 	// name, so that a large dataset's control plane collects garbage before
 	// the machine runs out of memory rather than at twice its live heap.
 	MemoryLimits map[string]string
+	// Controllers is kube-controller-manager's --controllers; empty means
+	// every default one but node IPAM and node lifecycle (kwok owns the
+	// fake node's status).
+	Controllers string
 }
 
 // Cluster is a running local control plane.
@@ -172,10 +176,13 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
+	controllers := o.Controllers
+	if controllers == "" {
+		controllers = "*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle"
+	}
 	c.add("kube-controller-manager", o.BinDir,
 		"--kubeconfig="+c.Kubeconfig,
-		// No node IPAM or node lifecycle: kwok owns the fake node's status.
-		"--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+		"--controllers="+controllers,
 		"--service-account-private-key-file="+saKey,
 		"--root-ca-file="+filepath.Join(pki, "apiserver.crt"),
 		"--leader-elect=false",
