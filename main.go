@@ -186,6 +186,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		Pending: func() bool {
 			return inf.Custom != nil && !inf.Custom.Settled(workload.Rollouts)
 		},
+		Replicating: rep.Busy,
 		Notifier: notifier,
 	})
 	if err != nil {

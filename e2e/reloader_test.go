@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -468,4 +469,82 @@ func courierAnnotations(annotations map[string]string) map[string]string {
 	own := maps.Clone(annotations)
 	maps.DeleteFunc(own, func(k, _ string) bool { return !strings.HasPrefix(k, "courier.dev/") })
 	return own
+}
+
+// TestReplicasAreAllWrittenBeforeAnyRollout: with no debounce and replica
+// writes slowed by the client limit, a source change still reaches every
+// namespace before any consumer rolls: the first rollout's patch comes after
+// the last replica's update in the API server's order (resourceVersions,
+// etcd revisions on this cluster).
+func TestReplicasAreAllWrittenBeforeAnyRollout(t *testing.T) {
+	s := setupReplication(t, "--reload-debounce=0", "--kube-api-qps=25", "--kube-api-burst=1")
+	const n = 20
+	targets := map[string]bool{}
+	for range n {
+		targets[s.target(t, "first", nil)] = true
+	}
+	createSecret(t, s.src, "shared", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("k", "v1"))
+	for ns := range targets {
+		eventually(t, converge, "replica in "+ns, secretIn(ns, "shared", map[string][]byte{"k": []byte("v1")}))
+		createDeployment(t, ns, "app", nil, podSpec(nil, []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}, nil))
+	}
+	for ns := range targets {
+		settled(t, ns, "app")
+	}
+	// The resourceVersion of each consumer's rollout: its first event with
+	// a new config hash.
+	ctx := t.Context()
+	hashes := map[string]string{}
+	for ns := range targets {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[ns] = d.Spec.Template.Annotations[keyConfigHash]
+	}
+	w, err := admin().AppsV1().Deployments("").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	updateSecret(t, s.src, "shared", func(x *corev1.Secret) { x.Data["k"] = []byte("v2") })
+	rollouts := map[string]uint64{}
+	timeout := time.After(converge)
+	for len(rollouts) < n {
+		select {
+		case ev := <-w.ResultChan():
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || !targets[d.Namespace] || rollouts[d.Namespace] != 0 || d.Spec.Template.Annotations[keyConfigHash] == hashes[d.Namespace] {
+				continue
+			}
+			rollouts[d.Namespace] = revision(t, d.ResourceVersion)
+		case <-timeout:
+			t.Fatalf("%d of %d consumers rolled out within %s", len(rollouts), n, converge)
+		}
+	}
+	var lastReplica uint64
+	for ns := range targets {
+		r, err := admin().CoreV1().Secrets(ns).Get(ctx, "shared", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Data["k"]) != "v2" {
+			t.Fatalf("%s: the replica is not updated, yet its consumer rolled out", ns)
+		}
+		lastReplica = max(lastReplica, revision(t, r.ResourceVersion))
+	}
+	for ns, rv := range rollouts {
+		if rv < lastReplica {
+			t.Errorf("%s rolled out at revision %d, before the last replica's update (%d)", ns, rv, lastReplica)
+		}
+	}
+}
+
+func revision(t *testing.T, resourceVersion string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(resourceVersion, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", resourceVersion, err)
+	}
+	return v
 }

@@ -56,6 +56,12 @@ type Options struct {
 	// in full: Deployments wait, so one held by a Rollout is never reloaded
 	// on its own.
 	Pending func() bool
+	// Replicating, if set, reports whether the replicator has writes still
+	// to make: a rollout waits for them (ReplicationWait), so a source
+	// change reaches every namespace at the API server's full pace before
+	// the workloads consuming it roll, rather than competing with the
+	// rollouts (and the ReplicaSets they make) for the API server.
+	Replicating func() bool
 	// Notifier, if set, is told of every rollout (--notify-url).
 	Notifier *notify.Notifier
 	// Clock is the reloader's time (nil: the real clock).

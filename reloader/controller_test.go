@@ -309,3 +309,31 @@ func TestDeploymentsWaitWhileRolloutsArePending(t *testing.T) {
 	pending = false
 	f.baselined(t, d)
 }
+
+// A change waits while the replicator has writes to make, for at most
+// ReplicationWait; a sync with no change behind it (a term's resync) never
+// waits.
+func TestChangesWaitForTheReplicator(t *testing.T) {
+	replicating := true
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{Replicating: func() bool { return replicating }}, secret("db", "1", nil), d)
+	now := f.c.opts.Clock.Now()
+	for _, tc := range []struct {
+		name        string
+		seen        time.Time
+		replicating bool
+		want        bool
+	}{
+		{"a change while replicating", now.Add(-time.Second), true, true},
+		{"a change once replication is done", now.Add(-time.Second), false, false},
+		{"a change that waited ReplicationWait", now.Add(-ReplicationWait), true, false},
+		{"a resync", time.Time{}, true, false},
+	} {
+		replicating = tc.replicating
+		if got := f.c.waitsForReplication(tc.seen); got != tc.want {
+			t.Errorf("%s: waits = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+	replicating = true
+	f.baselined(t, d) // a resync's sync goes ahead while replicating
+}

@@ -149,6 +149,10 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	return c, nil
 }
 
+// Busy reports whether the replicator has writes still to make: keys wait
+// or are being synced (the reloader holds rollouts back meanwhile).
+func (c *Controller) Busy() bool { return c.queue.Busy() }
+
 // Run syncs while this process leads, until ctx ends; it may be called again
 // for the next term (see package workers).
 func (c *Controller) Run(ctx context.Context) error {

@@ -22,9 +22,10 @@ type Sync[K comparable] func(ctx context.Context, k K) error
 // Queue is a controller's rate-limited work queue, open only while a term
 // runs, with the time each key's change was first seen (see Pending).
 type Queue[K comparable] struct {
-	q       workqueue.TypedRateLimitingInterface[K]
-	pending *Pending[K]
-	open    atomic.Bool
+	q        workqueue.TypedRateLimitingInterface[K]
+	pending  *Pending[K]
+	open     atomic.Bool
+	inFlight atomic.Int64 // keys being synced
 }
 
 // NewQueue wraps q, closed until Run starts a term.
@@ -60,6 +61,10 @@ func (w *Queue[K]) NumRequeues(k K) int { return w.q.NumRequeues(k) }
 
 // Len is how many keys wait.
 func (w *Queue[K]) Len() int { return w.q.Len() }
+
+// Busy reports whether keys wait or are being synced (keys added after a
+// delay count once their delay is over).
+func (w *Queue[K]) Busy() bool { return w.q.Len() > 0 || w.inFlight.Load() > 0 }
 
 // Run is one term: it opens the queue, calls resync to enqueue everything
 // (through Add), runs n workers until ctx ends, waits for them, then closes
@@ -116,7 +121,9 @@ func (w *Queue[K]) process(ctx context.Context, wake K, syncKey Sync[K], onError
 	if k == wake || ctx.Err() != nil {
 		return ctx.Err() == nil
 	}
+	w.inFlight.Add(1)
 	err := syncKey(ctx, k)
+	w.inFlight.Add(-1)
 	switch {
 	case err == nil:
 		w.q.Forget(k)

@@ -102,3 +102,46 @@ func TestErrorsAreReportedAndRetried(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestBusyWhileKeysWaitOrSync: a queue is busy while a key waits or is
+// being synced, and idle once every sync returned.
+func TestBusyWhileKeysWaitOrSync(t *testing.T) {
+	q := NewQueue(newQueue())
+	release := make(chan struct{})
+	started := make(chan struct{})
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	done := make(chan struct{})
+	go func() {
+		q.Run(ctx, 1, "", func() {}, func(_ context.Context, k string) error {
+			if k == "slow" {
+				close(started)
+				<-release
+			}
+			return nil
+		}, func(string, error) {})
+		close(done)
+	}()
+	for !q.open.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	if q.Busy() {
+		t.Fatal("busy before any key")
+	}
+	q.Add("slow", time.Now())
+	<-started
+	q.Add("next", time.Now())
+	if !q.Busy() {
+		t.Fatal("not busy while a key is synced and another waits")
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for q.Busy() {
+		if time.Now().After(deadline) {
+			t.Fatal("still busy after every sync returned")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	end()
+	<-done
+}
