@@ -187,7 +187,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 			return inf.Custom != nil && !inf.Custom.Settled(workload.Rollouts)
 		},
 		Replicating: rep.Busy,
-		Notifier: notifier,
+		Notifier:    notifier,
 	})
 	if err != nil {
 		return err
