@@ -472,12 +472,12 @@ func courierAnnotations(annotations map[string]string) map[string]string {
 }
 
 // TestReplicasAreAllWrittenBeforeAnyRollout: with no debounce and replica
-// writes slowed by the client limit, a source change still reaches every
-// namespace before any consumer rolls: the first rollout's patch comes after
-// the last replica's update in the API server's order (resourceVersions,
-// etcd revisions on this cluster).
+// writes made one at a time (one replicator worker, slowed by the client
+// limit), a source change still reaches every namespace before any consumer
+// rolls: the first rollout's patch comes after the last replica's update in
+// the API server's order (resourceVersions, etcd revisions on this cluster).
 func TestReplicasAreAllWrittenBeforeAnyRollout(t *testing.T) {
-	s := setupReplication(t, "--reload-debounce=0", "--kube-api-qps=25", "--kube-api-burst=1")
+	s := setupReplication(t, "--reload-debounce=0", "--replicator-workers=1", "--kube-api-qps=25", "--kube-api-burst=1")
 	const n = 20
 	targets := map[string]bool{}
 	for range n {
