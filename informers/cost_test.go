@@ -131,7 +131,7 @@ func apiMeta(name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", random(4), random(2), random(2), random(2), random(6))),
 		ResourceVersion: fmt.Sprint(1000000 + len(name)*7919), CreationTimestamp: metav1.Now(),
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:v":{}},"f:metadata":{"f:labels":{}}}`)}}}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:v":{}},"f:metadata":{"f:labels":{}}}`)}}}
 }
 
 func random(n int) []byte {
