@@ -207,9 +207,11 @@ func TestCustomResourcesReloadThroughTheirOperator(t *testing.T) {
 	// Ready before the CRDs exist: nothing to watch yet.
 	c.WaitReady(t.Context())
 	c.WaitLeader(t.Context())
-	if !strings.Contains(c.Logs(), "is not installed; courier watches it once its CustomResourceDefinition is established") {
-		t.Error("no log line says a listed kind is not installed yet")
-	}
+	// The CRD informer logs it from its handler, which may run just after
+	// readiness: wait for the line rather than read the log once.
+	eventually(t, converge, "a log line says a listed kind is not installed yet", func(context.Context) (bool, error) {
+		return strings.Contains(c.Logs(), "is not installed; courier watches it once its CustomResourceDefinition is established"), nil
+	})
 
 	widgets := createCRD(t, group, "widgets", "Widget")
 	gadgets := createCRD(t, group, "gadgets", "Gadget")
