@@ -102,6 +102,17 @@ func main() {
 	}
 }
 
+// harnessClient is the bench's own client: no client-side limit, so it is
+// never the bottleneck, and courier's encoding (protobuf), so the floor is the
+// best a client can do.
+func harnessClient(c *rest.Config) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(c)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return kubernetes.NewForConfig(cfg)
+}
+
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
@@ -173,13 +184,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer c.Stop()
 
-	// The harness's own client is not the bottleneck: no client-side limit.
-	cfg := rest.CopyConfig(c.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	// The same encoding as courier, so the floor is the best a client can do.
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := harnessClient(c.Config)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -58,10 +57,7 @@ func measureStartFloor(ctx context.Context, kubeconfig string, repeats int) erro
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = -1, 0
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := harnessClient(cfg)
 	if err != nil {
 		return err
 	}
