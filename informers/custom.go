@@ -224,9 +224,6 @@ func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
 		if err != nil && c.firstWarning(o) {
 			c.logger.Warn("a custom resource courier cannot read", zap.Error(err))
 		}
-		if o.Template != nil {
-			trimPodSpec(&o.Template.Spec)
-		}
 		return o, nil
 	}
 }

@@ -1,8 +1,6 @@
 package informers
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -77,83 +75,15 @@ func Transform(keep KeepValues) cache.TransformFunc {
 			trimMeta(&o.ObjectMeta, false)
 			o.Spec = corev1.NamespaceSpec{}
 			o.Status.Conditions = nil
-		// A workload keeps its annotations and only its pod template's
-		// annotations and spec: the reloader patches workloads, never updates
-		// them whole, and reads nothing else (labels, selectors, a
-		// StatefulSet's claim templates and status made a cached Deployment
-		// large).
-		case *appsv1.Deployment:
-			trimWorkloadMeta(&o.ObjectMeta)
-			o.Spec, o.Status = appsv1.DeploymentSpec{Template: onlyTemplate(o.Spec.Template)}, appsv1.DeploymentStatus{}
-		case *appsv1.StatefulSet:
-			trimWorkloadMeta(&o.ObjectMeta)
-			o.Spec, o.Status = appsv1.StatefulSetSpec{Template: onlyTemplate(o.Spec.Template)}, appsv1.StatefulSetStatus{}
-		case *appsv1.DaemonSet:
-			trimWorkloadMeta(&o.ObjectMeta)
-			o.Spec, o.Status = appsv1.DaemonSetSpec{Template: onlyTemplate(o.Spec.Template)}, appsv1.DaemonSetStatus{}
-		case *batchv1.CronJob:
-			trimWorkloadMeta(&o.ObjectMeta)
-			o.Spec = batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: onlyTemplate(o.Spec.JobTemplate.Spec.Template)}}}
-			o.Status = batchv1.CronJobStatus{}
 		}
-		if _, t := workload.Of(obj); t != nil {
-			trimPodSpec(&t.Spec)
+		// A workload is cached as a workload.Object: its metadata, its pod
+		// template's annotations and what the template consumes; the reloader
+		// patches workloads, never updates them whole, and reads nothing else.
+		if o, ok := workload.Cached(obj); ok {
+			return o, nil
 		}
 		return obj, nil
 	}
-}
-
-func trimWorkloadMeta(m *metav1.ObjectMeta) {
-	trimMeta(m, false)
-	m.Labels = nil
-}
-
-// onlyTemplate is a pod template with only its annotations and spec.
-func onlyTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: t.Annotations}, Spec: t.Spec}
-}
-
-// trimPodSpec keeps of a workload's pod spec only what says which Secrets
-// and ConfigMaps it consumes (inputs.Of reads exactly this): each container's
-// name, envFrom and the env entries that reference a key, and the secret,
-// configMap and projected volumes. Images, commands, probes and literal env
-// values are what makes pod specs large.
-func trimPodSpec(spec *corev1.PodSpec) {
-	*spec = corev1.PodSpec{
-		InitContainers: trimContainers(spec.InitContainers),
-		Containers:     trimContainers(spec.Containers),
-		Volumes:        configVolumes(spec.Volumes),
-	}
-}
-
-func trimContainers(cs []corev1.Container) []corev1.Container {
-	if cs == nil {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		var env []corev1.EnvVar
-		for _, e := range c.Env {
-			if e.ValueFrom != nil && (e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ConfigMapKeyRef != nil) {
-				env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
-					SecretKeyRef: e.ValueFrom.SecretKeyRef, ConfigMapKeyRef: e.ValueFrom.ConfigMapKeyRef}})
-			}
-		}
-		out[i] = corev1.Container{Name: c.Name, EnvFrom: c.EnvFrom, Env: env}
-	}
-	return out
-}
-
-func configVolumes(vs []corev1.Volume) []corev1.Volume {
-	var out []corev1.Volume
-	for _, v := range vs {
-		src := v.VolumeSource
-		if src.Secret != nil || src.ConfigMap != nil || src.Projected != nil {
-			out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-				Secret: src.Secret, ConfigMap: src.ConfigMap, Projected: src.Projected}})
-		}
-	}
-	return out
 }
 
 // trimMeta drops what courier never reads: managed fields and, unless

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -16,6 +17,7 @@ import (
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 const secretValue = "hunter2-super-secret-value"
@@ -158,45 +160,10 @@ func entries(obj metav1.Object) map[string]content.Entry {
 	return out
 }
 
-func TestTransformWorkloadKeepsTemplateDropsStatus(t *testing.T) {
-	template := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{wellknown.ConfigHash: "abc"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name:    "app",
-			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
-		}}},
-	}
-	wantSpec := appsv1.DeploymentSpec{Template: *template.DeepCopy()}
-	// What the reloader never reads: the selector, replicas, strategy and
-	// the template's labels.
-	template.Labels = map[string]string{"app": "web"}
-	m := objMeta(annotated(wellknown.Reload, "true"))
-	m.Labels = map[string]string{"app.kubernetes.io/name": "web"}
-	d := &appsv1.Deployment{
-		ObjectMeta: m,
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: template.Labels},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}, Template: template},
-		Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2},
-	}
-	out := transform(t, d).(*appsv1.Deployment)
-	if diff := cmp.Diff(wantSpec, out.Spec); diff != "" {
-		t.Errorf("spec changed (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(appsv1.DeploymentStatus{}, out.Status); diff != "" {
-		t.Errorf("status kept (-want +got):\n%s", diff)
-	}
-	if out.ManagedFields != nil || out.Annotations[corev1.LastAppliedConfigAnnotation] != "" {
-		t.Errorf("managedFields or last-applied kept")
-	}
-	if out.Annotations[wellknown.Reload] != "true" {
-		t.Errorf("courier annotation lost")
-	}
-	if out.Labels != nil {
-		t.Errorf("labels kept: %v", out.Labels)
-	}
-}
-
-func TestTransformWorkloadKeepsOnlyWhatInputsRead(t *testing.T) {
+// A workload is cached as a workload.Object: its metadata without labels,
+// managed fields or last-applied; its pod template's annotations; what the
+// template consumes. Nothing of the pod spec itself.
+func TestTransformCachesWorkloadsAsObjects(t *testing.T) {
 	secretKey := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}
 	container := func(name string) corev1.Container {
 		return corev1.Container{
@@ -210,27 +177,54 @@ func TestTransformWorkloadKeepsOnlyWhatInputsRead(t *testing.T) {
 			ReadinessProbe: &corev1.Probe{InitialDelaySeconds: 5},
 		}
 	}
-	d := &appsv1.Deployment{ObjectMeta: objMeta(), Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{container("init")},
-		Containers:     []corev1.Container{container("app")},
-		Volumes: []corev1.Volume{
-			{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Items: []corev1.KeyToPath{{Key: "crt", Path: "crt"}}}}},
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: map[string]string{wellknown.ConfigHash: "abc", "team": "a"}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{container("init")},
+			Containers:     []corev1.Container{container("app")},
+			Volumes: []corev1.Volume{
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Items: []corev1.KeyToPath{{Key: "crt", Path: "crt"}}}}},
+			},
+			ServiceAccountName: "app",
 		},
-		ServiceAccountName: "app",
-	}}}}
-	want := inputs.Of(&d.Spec.Template.Spec)
-	out := transform(t, d).(*appsv1.Deployment)
-	spec := out.Spec.Template.Spec
-	if diff := cmp.Diff(want, inputs.Of(&spec)); diff != "" {
-		t.Errorf("what the workload consumes changed (-want +got):\n%s", diff)
 	}
-	c := spec.Containers[0]
-	if c.Image != "" || c.Command != nil || c.ReadinessProbe != nil || len(c.Env) != 1 || len(spec.Volumes) != 1 || spec.ServiceAccountName != "" {
-		t.Errorf("kept more than the consumed references: %+v", spec)
+	m := objMeta(annotated(wellknown.Reload, "true"))
+	m.Labels = map[string]string{"app.kubernetes.io/name": "web"}
+	m.Generation = 4
+	objects := map[string]any{
+		workload.Deployment: &appsv1.Deployment{ObjectMeta: m, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: template.Labels}, Template: template},
+			Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2}},
+		workload.StatefulSet: &appsv1.StatefulSet{ObjectMeta: m, Spec: appsv1.StatefulSetSpec{Template: template}},
+		workload.DaemonSet:   &appsv1.DaemonSet{ObjectMeta: m, Spec: appsv1.DaemonSetSpec{Template: template}},
+		workload.CronJob: &batchv1.CronJob{ObjectMeta: m, Spec: batchv1.CronJobSpec{Schedule: "@daily",
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: template}}}},
 	}
-	if again := transform(t, out.DeepCopy()).(*appsv1.Deployment); !cmp.Equal(again.Spec, out.Spec) {
-		t.Error("the transform is not idempotent on workloads")
+	for kind, obj := range objects {
+		group := "apps/v1"
+		if kind == workload.CronJob {
+			group = "batch/v1"
+		}
+		want := &workload.Object{
+			TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Generation: 4,
+				Annotations: map[string]string{wellknown.Reload: "true", "team": "a"}},
+			Templated:           true,
+			TemplateAnnotations: template.Annotations,
+			Refs:                inputs.Of(&template.Spec),
+			Hash:                "abc",
+		}
+		out := transform(t, obj)
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("%s cached as (-want +got):\n%s", kind, diff)
+		}
+		if got := workload.KindOf(out); got != kind {
+			t.Errorf("KindOf(cached %s) = %q", kind, got)
+		}
+		if again := transform(t, out.(*workload.Object).DeepCopyObject()); !cmp.Equal(again, out) {
+			t.Errorf("the transform is not idempotent on a cached %s", kind)
+		}
 	}
 }
 

@@ -31,7 +31,7 @@ import (
 )
 
 // workerCount workloads are synced concurrently; rollouts are paced by the limiter.
-const workerCount = 32
+const workerCount = 64
 
 // Options configures the reloader.
 type Options struct {
@@ -182,7 +182,7 @@ func (c *Controller) changed(k key) {
 
 func workloadKey(obj any) (key, bool) {
 	m, err := meta.Accessor(obj)
-	kind, _ := workload.Of(obj)
+	kind := workload.KindOf(obj)
 	if err != nil || kind == "" {
 		return key{}, false
 	}
@@ -230,17 +230,12 @@ func (c *Controller) referencing(k key) []key {
 // onWorkloadUpdate looks again only when what the reloader reads changed:
 // the pod template's inputs or courier's annotations.
 func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
-	_, ot := workload.Of(oldObj)
-	_, nt := workload.Of(newObj)
 	om, err1 := meta.Accessor(oldObj)
 	nm, err2 := meta.Accessor(newObj)
 	if err1 != nil || err2 != nil {
 		return
 	}
-	var oldTemplate, newTemplate map[string]string
-	if ot != nil && nt != nil {
-		oldTemplate, newTemplate = ot.Annotations, nt.Annotations
-	}
+	oldTemplate, newTemplate := workload.TemplateAnnotations(oldObj), workload.TemplateAnnotations(newObj)
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&

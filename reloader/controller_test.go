@@ -73,8 +73,8 @@ func (f *fixture) put(t *testing.T, o runtime.Object) {
 		err = f.inf.Secrets.Informer().GetIndexer().Update(x)
 	case *corev1.ConfigMap:
 		err = f.inf.ConfigMaps.Informer().GetIndexer().Update(x)
-	case *appsv1.Deployment:
-		err = f.inf.Deployments.Informer().GetIndexer().Update(x)
+	case *workload.Object:
+		err = f.inf.Workloads()[x.KindName()].GetIndexer().Update(x)
 	default:
 		t.Fatalf("the fixture cannot hold a %T", x)
 	}

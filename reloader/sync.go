@@ -330,11 +330,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 // tmplObj is what holds the pod template: obj itself, or the Deployment a
 // Rollout with spec.workloadRef takes its template from.
 func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
-	_, tmpl := workload.Of(tmplObj)
-	var tmplAnnotations map[string]string
-	if tmpl != nil {
-		tmplAnnotations = tmpl.Annotations
-	}
+	tmplAnnotations := workload.TemplateAnnotations(tmplObj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
 		templateHash: workload.HashOf(tmplObj), previous: baseline{}, digester: dg}
 	w := obj.(metav1.Object)

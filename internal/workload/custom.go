@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -127,19 +129,23 @@ func (c Custom) GVR() schema.GroupVersionResource { return c.GroupResource.WithV
 // kind's name.
 func (c Custom) Name() string { return c.Kind + "." + c.Group }
 
-// Object is a custom resource as courier's cache holds it: its metadata
-// (annotations, without kubectl's last-applied configuration) and what the
-// reloader reads. Nothing else of the object is kept.
+// Object is a workload as courier's cache holds it, built-in or custom: its
+// metadata (annotations, without kubectl's last-applied configuration) and
+// what the reloader reads. Nothing else of the object is kept: a pod
+// template is read once, into its annotations and its inputs, so the cache
+// holds no pod spec.
 type Object struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	// Templated: the kind's inputs are what its pod template consumes
-	// (Rollouts), not what courier.dev/reload-on names.
+	// (built-in kinds and Rollouts), not what courier.dev/reload-on names.
 	Templated bool
-	// Template is a Rollout's pod template, trimmed as a Deployment's is; nil
-	// for other kinds, for a Rollout with spec.workloadRef, and for one
-	// courier cannot read (then it has no inputs).
-	Template *corev1.PodTemplateSpec
+	// TemplateAnnotations are the pod template's annotations (nil without a
+	// template).
+	TemplateAnnotations map[string]string
+	// Refs is what the pod template consumes (inputs.Of); nil for other kinds,
+	// for a Rollout with spec.workloadRef, and for one courier cannot read.
+	Refs []inputs.Ref
 	// WorkloadRef is the Deployment a Rollout takes its template from.
 	WorkloadRef string
 	// Hash is courier.dev/config-hash where the kind keeps it.
@@ -153,34 +159,70 @@ type Object struct {
 func (o *Object) DeepCopyObject() runtime.Object {
 	c := *o
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	if o.Template != nil {
-		c.Template = o.Template.DeepCopy()
+	c.TemplateAnnotations = maps.Clone(o.TemplateAnnotations)
+	if o.Refs != nil {
+		c.Refs = make([]inputs.Ref, len(o.Refs))
+		for i, r := range o.Refs {
+			r.Keys = slices.Clone(r.Keys)
+			c.Refs[i] = r
+		}
 	}
 	return &c
 }
 
-// KindName is the kind's Custom.Name.
-func (o *Object) KindName() string { return o.Kind + "." + o.GroupVersionKind().Group }
+// KindName is the kind's name: a built-in kind's (Deployment), or a custom
+// kind's Custom.Name.
+func (o *Object) KindName() string {
+	if g := o.GroupVersionKind().Group; g != "apps" && g != "batch" {
+		return o.Kind + "." + g
+	}
+	return o.Kind
+}
+
+// Cached is a built-in workload (Deployment, StatefulSet, DaemonSet,
+// CronJob) as courier's cache holds it; false for any other object.
+func Cached(obj any) (*Object, bool) {
+	kind, t := Of(obj)
+	m, ok := obj.(metav1.Object)
+	if t == nil || !ok {
+		return nil, false
+	}
+	group := "apps/v1"
+	if kind == CronJob {
+		group = "batch/v1"
+	}
+	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, ObjectMeta: metaOf(m), Templated: true}
+	o.setTemplate(t)
+	return o, true
+}
+
+func (o *Object) setTemplate(t *corev1.PodTemplateSpec) {
+	o.TemplateAnnotations, o.Refs, o.Hash = t.Annotations, inputs.Of(&t.Spec), t.Annotations[wellknown.ConfigHash]
+}
+
+// metaOf is the metadata an Object keeps of m.
+func metaOf(m metav1.Object) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Generation: m.GetGeneration(), CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
+	}
+	out.Annotations = m.GetAnnotations()
+	if _, ok := out.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+		// A copy: m may share its map with the decoder's copy.
+		out.Annotations = maps.Clone(out.Annotations)
+		delete(out.Annotations, corev1.LastAppliedConfigAnnotation)
+	}
+	return out
+}
 
 // ObjectOf reads a custom resource of kind c into an Object. What it cannot
 // read it says in the error, and leaves out of the Object, which then has no
 // inputs (it is never reloaded) but is still an Object.
 func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	o := &Object{
-		Templated: c.HasTemplate(),
-		TypeMeta:  metav1.TypeMeta{APIVersion: c.GVR().GroupVersion().String(), Kind: c.Kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
-			Generation: u.GetGeneration(), CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
-		},
-	}
-	if a := u.GetAnnotations(); len(a) > 0 {
-		o.Annotations = make(map[string]string, len(a))
-		for k, v := range a {
-			if k != corev1.LastAppliedConfigAnnotation {
-				o.Annotations[k] = v
-			}
-		}
+		Templated:  c.HasTemplate(),
+		TypeMeta:   metav1.TypeMeta{APIVersion: c.GVR().GroupVersion().String(), Kind: c.Kind},
+		ObjectMeta: metaOf(u),
 	}
 	if !c.HasTemplate() {
 		// Every step of the path that exists must be a map: a merge patch
@@ -221,6 +263,6 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 		o.Unreadable = true
 		return o, fmt.Errorf("%s %s/%s: spec.template is not a pod template, so it is not reloaded: %w", c.Name(), o.Namespace, o.Name, err)
 	}
-	o.Template, o.Hash = tmpl, tmpl.Annotations[wellknown.ConfigHash]
+	o.setTemplate(tmpl)
 	return o, nil
 }

@@ -68,8 +68,8 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kind, _ := Of(o); kind != Rollout {
-		t.Errorf("Of(a Rollout) names it %q, want %q", kind, Rollout)
+	if kind := KindOf(o); kind != Rollout {
+		t.Errorf("KindOf(a Rollout) names it %q, want %q", kind, Rollout)
 	}
 	if o.APIVersion != "argoproj.io/v1alpha1" || o.Kind != "Rollout" || o.Hash != "h1" || o.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
 		t.Errorf("ObjectOf(Rollout) = %+v", o)
@@ -79,7 +79,7 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	}
 
 	u.Object["spec"] = map[string]any{"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}
-	if o, err = ObjectOf(rollout, u); err != nil || o.WorkloadRef != "web" || o.Template != nil || Inputs(o) != nil || RefOf(o) != "web" {
+	if o, err = ObjectOf(rollout, u); err != nil || o.WorkloadRef != "web" || o.Refs != nil || Inputs(o) != nil || RefOf(o) != "web" {
 		t.Errorf("ObjectOf(Rollout with workloadRef) = %+v, %v", o, err)
 	}
 	// What courier cannot read: an error, and an object with no inputs (so
@@ -90,7 +90,7 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	}
 	u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{wellknown.ReloadOn: "secret/a"}
 	u.Object["spec"] = map[string]any{"template": map[string]any{"spec": map[string]any{"volumes": "not a list"}}}
-	if o, err = ObjectOf(rollout, u); err == nil || o == nil || o.Template != nil || Inputs(o) != nil {
+	if o, err = ObjectOf(rollout, u); err == nil || o == nil || o.Refs != nil || Inputs(o) != nil {
 		t.Errorf("a Rollout with a malformed template: %+v, %v; want an object with no inputs (reload-on is not a Rollout's input) and an error", o, err)
 	}
 

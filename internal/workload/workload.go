@@ -29,8 +29,9 @@ const (
 // Kinds lists every workload kind, in a fixed order.
 var Kinds = []string{Deployment, StatefulSet, DaemonSet, CronJob}
 
-// Of returns the kind of a workload object and its pod template (for a
-// CronJob, its job template's); "" and nil for any other object.
+// Of returns the kind of a typed workload object, as the API serves it, and
+// its pod template (for a CronJob, its job template's); "" and nil for any
+// other object, the cached form (Object) included.
 func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 	switch w := obj.(type) {
 	case *appsv1.Deployment:
@@ -41,10 +42,30 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 		return DaemonSet, &w.Spec.Template
 	case *batchv1.CronJob:
 		return CronJob, &w.Spec.JobTemplate.Spec.Template
-	case *Object:
-		return w.KindName(), w.Template
 	}
 	return "", nil
+}
+
+// KindOf is the kind of a workload, typed or cached (Object); "" for any
+// other object.
+func KindOf(obj any) string {
+	if o, ok := obj.(*Object); ok {
+		return o.KindName()
+	}
+	kind, _ := Of(obj)
+	return kind
+}
+
+// TemplateAnnotations are a workload's pod template annotations, typed or
+// cached; nil without a template.
+func TemplateAnnotations(obj any) map[string]string {
+	if o, ok := obj.(*Object); ok {
+		return o.TemplateAnnotations
+	}
+	if _, t := Of(obj); t != nil {
+		return t.Annotations
+	}
+	return nil
 }
 
 // Inputs is what a workload consumes: what its pod template references, or,
@@ -52,11 +73,14 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 // (a Rollout with spec.workloadRef has none of its own: its Deployment's
 // template says).
 func Inputs(obj any) []inputs.Ref {
-	if o, ok := obj.(*Object); ok && o.Unreadable {
-		return nil
-	}
-	if o, ok := obj.(*Object); ok && !o.Templated {
-		return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
+	if o, ok := obj.(*Object); ok {
+		switch {
+		case o.Unreadable:
+			return nil
+		case !o.Templated:
+			return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
+		}
+		return o.Refs
 	}
 	if _, t := Of(obj); t != nil {
 		return inputs.Of(&t.Spec)
