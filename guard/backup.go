@@ -53,7 +53,6 @@ type savedMeta struct {
 // annotations, without what only the cache or kubectl put there.
 func metaOf(src metav1.Object, immutable bool) savedMeta {
 	a := maps.Clone(src.GetAnnotations())
-	delete(a, content.DigestedAnnotation)
 	delete(a, corev1.LastAppliedConfigAnnotation)
 	if len(a) == 0 {
 		a = nil
@@ -105,21 +104,15 @@ func viewOf(obj any) *view {
 		return &view{obj: o, meta: o, typ: o.Type, immutable: o.Immutable != nil && *o.Immutable}
 	case *corev1.ConfigMap:
 		return &view{obj: o, meta: o, immutable: o.Immutable != nil && *o.Immutable}
+	case *content.Digested:
+		return &view{obj: o, meta: o, typ: o.Type, immutable: o.Immutable != nil && *o.Immutable}
 	}
 	return nil
 }
 
 // hash is the content hash, computed when asked: only backing up compares
 // content, and a protected source's values can be 1 MiB.
-func (v *view) hash() string {
-	switch o := v.obj.(type) {
-	case *corev1.Secret:
-		return content.Hash(content.SecretEntries(o))
-	case *corev1.ConfigMap:
-		return content.Hash(content.ConfigMapEntries(o))
-	}
-	return ""
-}
+func (v *view) hash() string { return content.Hash(content.Entries(v.obj)) }
 
 // backupFor builds the backup of src (existing: the backup there now, or nil).
 func backupFor(src *view, existing metav1.Object) runtime.Object {

@@ -63,13 +63,13 @@ func Transform(keep KeepValues) cache.TransformFunc {
 			k := keep(o)
 			trimMeta(&o.ObjectMeta, k == Applied)
 			if k != Values {
-				content.DigestSecret(o)
+				return content.DigestObject(o), nil
 			}
 		case *corev1.ConfigMap:
 			k := keep(o)
 			trimMeta(&o.ObjectMeta, k == Applied)
 			if k != Values {
-				content.DigestConfigMap(o)
+				return content.DigestObject(o), nil
 			}
 		case *corev1.Namespace:
 			trimMeta(&o.ObjectMeta, false)

@@ -146,15 +146,8 @@ func TestTransformSecretsAndConfigMaps(t *testing.T) {
 }
 
 func entries(obj metav1.Object) map[string]content.Entry {
-	var es []content.Entry
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		es = content.SecretEntries(o)
-	case *corev1.ConfigMap:
-		es = content.ConfigMapEntries(o)
-	}
 	out := map[string]content.Entry{}
-	for _, e := range es {
+	for _, e := range content.Entries(obj) {
 		out[e.Key] = e
 	}
 	return out

@@ -286,8 +286,8 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if err1 != nil || err2 != nil {
 				return
 			}
-			before := entriesOf(oldObj)
-			contentChanged := content.Hash(before) != content.Hash(entriesOf(newObj))
+			before := content.Entries(oldObj)
+			contentChanged := content.Hash(before) != content.Hash(content.Entries(newObj))
 			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] ||
 				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{StakaterMatch, StakaterIgnore}))
 			if !contentChanged && !reloadChanged {
@@ -313,7 +313,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				for _, r := range replicas {
 					if optedInWithChange {
 						rm, _ := meta.Accessor(r)
-						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), entriesOf(r))
+						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), content.Entries(r))
 					}
 					enqueueConsumers(r)
 				}

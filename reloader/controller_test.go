@@ -73,6 +73,12 @@ func (f *fixture) put(t *testing.T, o runtime.Object) {
 		err = f.inf.Secrets.Informer().GetIndexer().Update(x)
 	case *corev1.ConfigMap:
 		err = f.inf.ConfigMaps.Informer().GetIndexer().Update(x)
+	case *content.Digested:
+		if x.Kind == wellknown.KindSecret {
+			err = f.inf.Secrets.Informer().GetIndexer().Update(x)
+		} else {
+			err = f.inf.ConfigMaps.Informer().GetIndexer().Update(x)
+		}
 	case *workload.Object:
 		err = f.inf.Workloads()[x.KindName()].GetIndexer().Update(x)
 	default:
@@ -248,7 +254,7 @@ func TestUnkeyedBaselinesAreMigratedWithoutARollout(t *testing.T) {
 	for _, changed := range []bool{false, true} {
 		d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
 		ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
-		legacy := (digester{}).consumedDigest(ref, content.SecretEntries(secret("db", "v1", nil)))
+		legacy := (digester{}).consumedDigest(ref, content.Entries(secret("db", "v1", nil)))
 		d.Annotations[wellknown.ConfigInputs] = "secret/db=" + legacy
 		value := "v1"
 		if changed {

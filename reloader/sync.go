@@ -126,13 +126,13 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 	}
 	m := obj.(metav1.Object)
 	if content.IsDigested(m) { // cheap: the digests are already there
-		return &input{meta: m, entries: entriesOf(obj)}
+		return &input{meta: m, entries: content.Entries(obj)}
 	}
 	c.mu.Lock()
 	cached, ok := c.entries[m.GetUID()]
 	c.mu.Unlock()
 	if !ok || cached.resourceVersion != m.GetResourceVersion() {
-		cached = cachedEntries{m.GetResourceVersion(), entriesOf(obj)}
+		cached = cachedEntries{m.GetResourceVersion(), content.Entries(obj)}
 		c.mu.Lock()
 		c.entries[m.GetUID()] = cached
 		c.mu.Unlock()
@@ -156,16 +156,6 @@ func (c *Controller) object(kind, namespace, name string) any {
 		return nil
 	}
 	return obj
-}
-
-func entriesOf(obj any) []content.Entry {
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		return content.SecretEntries(o)
-	case *corev1.ConfigMap:
-		return content.ConfigMapEntries(o)
-	}
-	return nil
 }
 
 // wantsReload reports whether m, or the source it was replicated from,

@@ -62,11 +62,9 @@ func TestConsumedDigestOnlySeesConsumedKeys(t *testing.T) {
 	for i := range content.MaxKeyDigests {
 		many.Data[fmt.Sprintf("k%d", i)] = ""
 	}
-	before := many.DeepCopy()
-	content.DigestConfigMap(before)
+	before := content.DigestObject(many.DeepCopy())
 	many.Data["a"] = "2"
-	content.DigestConfigMap(many)
-	if (digester{}).consumedDigest(onlyA, content.ConfigMapEntries(before)) == (digester{}).consumedDigest(onlyA, content.ConfigMapEntries(many)) {
+	if (digester{}).consumedDigest(onlyA, content.Entries(before)) == (digester{}).consumedDigest(onlyA, content.Entries(content.DigestObject(many))) {
 		t.Errorf("a change to key a of an object held as one digest did not change the digest of a keyRef to a")
 	}
 	if got := len((digester{}).consumedDigest(whole, nil)); got != digestLen {

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -308,13 +309,18 @@ func (c *Controller) sourceChanged(kind string, m metav1.Object) {
 func sourceRelevantChange(oldObj, newObj any) bool {
 	switch o := oldObj.(type) {
 	case *corev1.Secret:
-		n := newObj.(*corev1.Secret)
-		return o.Type != n.Type || !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
+		n, ok := newObj.(*corev1.Secret)
+		return !ok || o.Type != n.Type || !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
 			courierMetaChanged(o, n)
 	case *corev1.ConfigMap:
-		n := newObj.(*corev1.ConfigMap)
-		return !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.BinaryData, n.BinaryData) ||
+		n, ok := newObj.(*corev1.ConfigMap)
+		return !ok || !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.BinaryData, n.BinaryData) ||
 			!equality.Semantic.DeepEqual(o.Immutable, n.Immutable) || courierMetaChanged(o, n)
+	case *content.Digested:
+		// Digested both times, or its values kept now (it became a source).
+		n, ok := newObj.(*content.Digested)
+		return !ok || o.Type != n.Type || !slices.Equal(o.Entries, n.Entries) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
+			courierMetaChanged(o, n)
 	}
 	return true
 }
@@ -330,8 +336,7 @@ func courierMetaChanged(o, n metav1.Object) bool {
 		return true // a copied label or annotation changed
 	}
 	return o.GetLabels()[wellknown.Protect] != n.GetLabels()[wellknown.Protect] ||
-		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-		content.IsDigested(o) != content.IsDigested(n)
+		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
 }
 
 // enqueueClaims enqueues the pair of every source named like m for m's

@@ -35,17 +35,41 @@ type item struct {
 func (i *item) ref() string { return i.meta.GetNamespace() + "/" + i.meta.GetName() }
 
 // has reports whether the object holds key.
-func (i *item) has(key string) bool {
-	switch o := i.obj.(type) {
+func (i *item) has(key string) bool { return content.Has(i.obj, key) }
+
+// itemOf is the item of a cached Secret or ConfigMap, full or digested.
+func itemOf(obj any) *item {
+	i := &item{obj: obj.(runtime.Object), meta: obj.(metav1.Object), entries: func() []content.Entry { return content.Entries(obj) }}
+	switch o := obj.(type) {
 	case *corev1.Secret:
-		_, ok := o.Data[key]
-		return ok
+		i.typ, i.immutable = o.Type, isTrue(o.Immutable)
 	case *corev1.ConfigMap:
-		_, ok := o.Data[key]
-		_, bin := o.BinaryData[key]
-		return ok || bin
+		i.immutable = isTrue(o.Immutable)
+	case *content.Digested:
+		i.typ, i.immutable = o.Type, isTrue(o.Immutable)
 	}
-	return false
+	return i
+}
+
+// metaOf is a copy of the cached object's metadata, and its immutable field.
+func metaOf(obj runtime.Object) (metav1.ObjectMeta, *bool) {
+	var m *metav1.ObjectMeta
+	var immutable *bool
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		m, immutable = &o.ObjectMeta, o.Immutable
+	case *corev1.ConfigMap:
+		m, immutable = &o.ObjectMeta, o.Immutable
+	case *content.Digested:
+		m, immutable = &o.ObjectMeta, o.Immutable
+	default:
+		return metav1.ObjectMeta{}, nil
+	}
+	if immutable != nil {
+		v := *immutable
+		immutable = &v
+	}
+	return *m.DeepCopy(), immutable
 }
 
 // objects is one kind as the replicator sees it: cache reads through the
@@ -53,7 +77,6 @@ func (i *item) has(key string) bool {
 type objects struct {
 	kind    string
 	indexer cache.Indexer
-	wrap    func(obj any) *item
 	// replica builds the replica of src holding the keys spec says, with
 	// metadata m.
 	replica func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object
@@ -70,7 +93,7 @@ func (o *objects) get(namespace, name string) (*item, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	return o.wrap(obj), nil
+	return itemOf(obj), nil
 }
 
 func (o *objects) byIndex(index, value string) ([]*item, error) {
@@ -80,7 +103,7 @@ func (o *objects) byIndex(index, value string) ([]*item, error) {
 	}
 	out := make([]*item, 0, len(objs))
 	for _, obj := range objs {
-		out = append(out, o.wrap(obj))
+		out = append(out, itemOf(obj))
 	}
 	return out, nil
 }
@@ -95,11 +118,7 @@ func newSecrets(client kubernetes.Interface, indexer cache.Indexer) *objects {
 	return &objects{
 		kind:    kindSecret,
 		indexer: indexer,
-		wrap: func(obj any) *item {
-			s := obj.(*corev1.Secret)
-			return &item{obj: s, meta: s, typ: s.Type, immutable: isTrue(s.Immutable), entries: func() []content.Entry { return content.SecretEntries(s) }}
-		},
-		pulled: pulledSecret,
+		pulled:  pulledSecret,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			s := src.obj.(*corev1.Secret)
 			return &corev1.Secret{ObjectMeta: m, Type: s.Type, Data: spec.SecretData(s.Data), Immutable: s.Immutable}
@@ -131,11 +150,7 @@ func newConfigMaps(client kubernetes.Interface, indexer cache.Indexer) *objects 
 	return &objects{
 		kind:    kindConfigMap,
 		indexer: indexer,
-		wrap: func(obj any) *item {
-			cm := obj.(*corev1.ConfigMap)
-			return &item{obj: cm, meta: cm, immutable: isTrue(cm.Immutable), entries: func() []content.Entry { return content.ConfigMapEntries(cm) }}
-		},
-		pulled: pulledConfigMap,
+		pulled:  pulledConfigMap,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			cm := src.obj.(*corev1.ConfigMap)
 			return &corev1.ConfigMap{ObjectMeta: m, Data: spec.ConfigMapData(cm.Data), BinaryData: spec.SecretData(cm.BinaryData), Immutable: cm.Immutable}
@@ -176,7 +191,6 @@ func replicaMeta(src metav1.Object, namespace, installation string, want Want, e
 		m.UID = existing.GetUID()
 		maps.Copy(labels, existing.GetLabels())
 		maps.Copy(annotations, existing.GetAnnotations())
-		delete(annotations, content.DigestedAnnotation) // cache-only marker
 	}
 	source.Apply(labels, annotations, source.RecordOf(annotations), want.Copied)
 	delete(annotations, wellknown.Via)

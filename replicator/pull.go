@@ -131,27 +131,28 @@ func (c *Controller) pullSource(k key, o *objects, t *item, ref, via string) (*i
 // The cache holds t with its values digested (they are replaced here) and
 // kubectl's last-applied configuration kept (see informers.Applied).
 func pulledSecret(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
-	s := t.obj.(*corev1.Secret).DeepCopy()
-	s.Data, s.StringData = spec.SecretData(src.obj.(*corev1.Secret).Data), nil
+	m, immutable := metaOf(t.obj)
+	s := &corev1.Secret{ObjectMeta: m, Type: t.typ, Immutable: immutable}
+	s.Data = spec.SecretData(src.obj.(*corev1.Secret).Data)
 	s.Annotations = withAnnotations(s.Annotations, ours)
 	return s
 }
 
 func pulledConfigMap(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
-	cm := t.obj.(*corev1.ConfigMap).DeepCopy()
+	m, immutable := metaOf(t.obj)
+	cm := &corev1.ConfigMap{ObjectMeta: m, Immutable: immutable}
 	from := src.obj.(*corev1.ConfigMap)
 	cm.Data, cm.BinaryData = spec.ConfigMapData(from.Data), spec.SecretData(from.BinaryData)
 	cm.Annotations = withAnnotations(cm.Annotations, ours)
 	return cm
 }
 
-// withAnnotations is a plus ours, without the cache's digest marker.
+// withAnnotations is a plus ours.
 func withAnnotations(a, ours map[string]string) map[string]string {
 	out := maps.Clone(a)
 	if out == nil {
 		out = map[string]string{}
 	}
-	delete(out, content.DigestedAnnotation)
 	maps.Copy(out, ours)
 	return out
 }

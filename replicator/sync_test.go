@@ -143,6 +143,12 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 			err = inf.ConfigMaps.Informer().GetIndexer().Add(x)
 		case *corev1.Namespace:
 			err = inf.Namespaces.Informer().GetIndexer().Add(x)
+		case *content.Digested:
+			if x.Kind == wellknown.KindSecret {
+				err = inf.Secrets.Informer().GetIndexer().Add(x)
+			} else {
+				err = inf.ConfigMaps.Informer().GetIndexer().Add(x)
+			}
 		default:
 			t.Fatalf("the fixture cannot hold a %T", o)
 		}
@@ -179,7 +185,7 @@ func sourceSecret(selector string, data map[string]string) *corev1.Secret {
 }
 
 func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
-	var entries = content.SecretEntries(src)
+	var entries = content.Entries(src)
 	return &corev1.Secret{
 		ObjectMeta: replicaMeta(src, target, testInstallation, Want{Hash: content.Hash(entries)}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
 		Type:       src.Type, Data: src.Data,
@@ -418,7 +424,7 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 	if got == nil {
 		t.Fatalf("no ConfigMap created; writes %v", f.writes())
 	}
-	hash := content.Hash(content.ConfigMapEntries(src))
+	hash := content.Hash(content.Entries(src))
 	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", testInstallation, Want{Hash: hash}, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)

@@ -11,13 +11,6 @@ import (
 	"sort"
 )
 
-// DigestedAnnotation marks an object in courier's cache whose values were
-// replaced by their digests. It only ever exists in memory with a value
-// drawn by this process (see markKeys): courier never writes cached objects
-// back, and the same annotation on an object from the API server marks
-// nothing.
-const DigestedAnnotation = "cache.courier.dev/values"
-
 // Digest is the hex sha256 of one value.
 func Digest(value []byte) string {
 	sum := sha256.Sum256(value)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestHashIsOrderIndependentAndUnambiguous(t *testing.T) {
@@ -34,32 +35,42 @@ func TestHashIsOrderIndependentAndUnambiguous(t *testing.T) {
 
 func TestDigestedAndFullObjectsHashAlike(t *testing.T) {
 	full := &corev1.ConfigMap{
-		Data:       map[string]string{"a": "alpha"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns", Labels: map[string]string{"a": "b"}},
+		Data:       map[string]string{"a": "alpha", "c": "gamma"},
 		BinaryData: map[string][]byte{"b": {0, 1, 2}},
 	}
-	digested := full.DeepCopy()
-	DigestConfigMap(digested)
-	if got, want := Hash(ConfigMapEntries(digested)), Hash(ConfigMapEntries(full)); got != want {
+	digested := DigestObject(full.DeepCopy()).(*Digested)
+	if got, want := Hash(Entries(digested)), Hash(Entries(full)); got != want {
 		t.Errorf("digested ConfigMap hash %s, full %s", got, want)
 	}
+	if digested.Kind != "ConfigMap" || digested.Name != "cm" || digested.Labels["a"] != "b" || !IsDigested(digested) || IsDigested(full) {
+		t.Errorf("digested ConfigMap %+v", digested)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if !Has(digested, k) || !Has(full, k) {
+			t.Errorf("Has(%q) is false", k)
+		}
+	}
+	if Has(digested, "d") || Has(digested, "") {
+		t.Error("Has a key it does not hold")
+	}
 
-	fullSecret := &corev1.Secret{Data: map[string][]byte{"k": []byte("v")}}
-	digestedSecret := fullSecret.DeepCopy()
-	DigestSecret(digestedSecret)
-	if got, want := Hash(SecretEntries(digestedSecret)), Hash(SecretEntries(fullSecret)); got != want {
+	immutable := true
+	fullSecret := &corev1.Secret{Type: corev1.SecretTypeTLS, Immutable: &immutable, Data: map[string][]byte{"k": []byte("v")}}
+	digestedSecret := DigestObject(fullSecret.DeepCopy()).(*Digested)
+	if got, want := Hash(Entries(digestedSecret)), Hash(Entries(fullSecret)); got != want {
 		t.Errorf("digested Secret hash %s, full %s", got, want)
 	}
-}
-
-func TestAForgedMarkerMarksNothing(t *testing.T) {
-	forged := &corev1.ConfigMap{Data: map[string]string{"k": "raw value"}}
-	forged.Annotations = map[string]string{DigestedAnnotation: "sha256"}
-	if IsDigested(forged) {
-		t.Fatal("an object from outside with the marker annotation counts as digested")
+	if digestedSecret.Kind != "Secret" || digestedSecret.Type != corev1.SecretTypeTLS || !*digestedSecret.Immutable {
+		t.Errorf("digested Secret %+v", digestedSecret)
 	}
-	DigestConfigMap(forged)
-	if !IsDigested(forged) || forged.Data["k"] != Digest([]byte("raw value")) {
-		t.Errorf("a forged object was not digested: %v", forged.Data)
+	if again := DigestObject(digestedSecret); again != digestedSecret {
+		t.Error("digesting a Digested again made a new object")
+	}
+	c := digestedSecret.DeepCopyObject().(*Digested)
+	c.Entries[0].Digest, *c.Immutable = "x", false
+	if digestedSecret.Entries[0].Digest == "x" || !*digestedSecret.Immutable {
+		t.Error("DeepCopyObject shares the entries or the immutable field")
 	}
 }
 
@@ -68,25 +79,22 @@ func TestManyKeysAreHeldAsOneDigest(t *testing.T) {
 	for i := range MaxKeyDigests + 1 {
 		full.Data[fmt.Sprintf("k%d", i)] = ""
 	}
-	digested := full.DeepCopy()
-	DigestConfigMap(digested)
-	if len(digested.Data) != 1 || digested.BinaryData != nil {
-		t.Fatalf("held %d keys, want one digest", len(digested.Data))
+	digested := DigestObject(full.DeepCopy()).(*Digested)
+	if len(digested.Entries) != 1 || !digested.Entries[0].Whole {
+		t.Fatalf("held %d entries, want one whole digest", len(digested.Entries))
 	}
-	if got, want := Hash(ConfigMapEntries(digested)), Hash(ConfigMapEntries(full)); got != want {
+	if got, want := Hash(Entries(digested)), Hash(Entries(full)); got != want {
 		t.Errorf("whole-digested hash %s, full %s", got, want)
+	}
+	if Has(digested, "k1") || Has(digested, "") {
+		t.Error("a whole-digested object says it holds a key")
 	}
 	s := &corev1.Secret{Data: map[string][]byte{}}
 	for i := range MaxKeyDigests + 1 {
 		s.Data[fmt.Sprintf("k%d", i)] = nil
 	}
-	want := Hash(SecretEntries(s))
-	DigestSecret(s)
-	if len(s.Data) != 1 || Hash(SecretEntries(s)) != want {
-		t.Errorf("whole-digested Secret: %d keys, hash %s, want 1 and %s", len(s.Data), Hash(SecretEntries(s)), want)
-	}
-	DigestSecret(s) // digesting again changes nothing
-	if Hash(SecretEntries(s)) != want {
-		t.Errorf("digesting twice changed the hash")
+	want := Hash(Entries(s))
+	if got := Hash(Entries(DigestObject(s))); got != want {
+		t.Errorf("whole-digested Secret: hash %s, want %s", got, want)
 	}
 }

@@ -1,11 +1,12 @@
 package content
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // MaxKeyDigests is how many keys of an object the cache keeps one digest
@@ -14,139 +15,104 @@ import (
 // of keys (the API server's size limit counts values, not keys).
 const MaxKeyDigests = 64
 
-// The values of DigestedAnnotation: a random nonce drawn when the process
-// starts, never written anywhere, so no object from the API server can carry
-// it — a forged marker is just another annotation. Set once, never changed.
-var (
-	markKeys  = nonce()         // values replaced by per-key digests
-	markWhole = markKeys + "/1" // the whole content as one digest, under key ""
-)
-
-func nonce() string {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		panic("content: no randomness for the cache marker: " + err.Error())
-	}
-	return hex.EncodeToString(b)
+// Digested is a Secret or ConfigMap as courier's cache holds it when courier
+// never copies its values (most objects): its metadata, a Secret's type,
+// its immutability, and a digest per key (or one of its whole content). A
+// slice of entries instead of the object's maps: a map costs some 400 bytes
+// even with one key, and the cache holds one such object per Secret and
+// ConfigMap in the cluster. Only this process makes one (Digest), so no
+// object from the API server can pass for one.
+type Digested struct {
+	metav1.TypeMeta // Kind Secret or ConfigMap, so Events can name it
+	metav1.ObjectMeta
+	Type      corev1.SecretType // a Secret's; "" for a ConfigMap
+	Immutable *bool
+	// Entries are the per-key digests in key order, or one Whole entry.
+	Entries []Entry
 }
 
-// The annotations of every digested object that had none: one map for all
-// of them (most Secrets and ConfigMaps carry no annotation, and a map each
-// was a sixth of courier's heap). Like everything in an informer cache, they
-// are never modified.
-var (
-	keysOnly  = map[string]string{DigestedAnnotation: markKeys}
-	wholeOnly = map[string]string{DigestedAnnotation: markWhole}
-)
-
-// IsDigested reports whether obj came from courier's cache with its values
-// replaced by digests.
-func IsDigested(obj metav1.Object) bool {
-	v := obj.GetAnnotations()[DigestedAnnotation]
-	return v == markKeys || v == markWhole
+// DeepCopyObject copies d.
+func (d *Digested) DeepCopyObject() runtime.Object {
+	c := *d
+	d.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	if d.Immutable != nil {
+		v := *d.Immutable
+		c.Immutable = &v
+	}
+	c.Entries = slices.Clone(d.Entries)
+	return &c
 }
 
-func isWhole(obj metav1.Object) bool { return obj.GetAnnotations()[DigestedAnnotation] == markWhole }
+// IsDigested reports whether obj is a cached object whose values courier
+// does not hold.
+func IsDigested(obj any) bool {
+	_, ok := obj.(*Digested)
+	return ok
+}
 
-// DigestSecret replaces s's values by their digests, in place (s must be
-// courier's own copy): one per key, or one for the whole content beyond
-// MaxKeyDigests keys. A digested Secret is left as it is.
-func DigestSecret(s *corev1.Secret) {
-	if IsDigested(s) {
-		return
+// DigestObject is the cached form of a Secret or ConfigMap whose values courier
+// never copies: a Digested. Anything else, a Digested included, is returned
+// as it is. obj must be courier's own copy: its metadata is taken, not
+// copied.
+func DigestObject(obj any) any {
+	var d *Digested
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		d = &Digested{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: o.ObjectMeta, Type: o.Type, Immutable: o.Immutable}
+	case *corev1.ConfigMap:
+		d = &Digested{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: o.ObjectMeta, Immutable: o.Immutable}
+	default:
+		return obj
 	}
-	if len(s.Data) > MaxKeyDigests {
-		s.Data = map[string][]byte{"": []byte(Hash(SecretEntries(s)))}
-		s.Annotations = mark(s.Annotations, markWhole)
-	} else {
-		data := make(map[string][]byte, len(s.Data))
-		for k, v := range s.Data {
-			data[k] = []byte(Digest(v))
+	entries := Entries(obj)
+	if len(entries) > MaxKeyDigests {
+		entries = []Entry{{Whole: true, Digest: Hash(entries)}}
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	d.Entries = slices.Clip(entries)
+	return d
+}
+
+// Entries returns the per-key digests of a Secret or ConfigMap, full or
+// Digested; for one digested as a whole, its one whole-content entry. The
+// result may be the cache's own: never modify it.
+func Entries(obj any) []Entry {
+	switch o := obj.(type) {
+	case *Digested:
+		return o.Entries
+	case *corev1.Secret:
+		out := make([]Entry, 0, len(o.Data))
+		for k, v := range o.Data {
+			out = append(out, Entry{Binary: true, Key: k, Digest: Digest(v)})
 		}
-		s.Data = data
-		s.Annotations = mark(s.Annotations, markKeys)
-	}
-	s.StringData = nil
-}
-
-// DigestConfigMap is DigestSecret for a ConfigMap (data and binaryData).
-func DigestConfigMap(cm *corev1.ConfigMap) {
-	if IsDigested(cm) {
-		return
-	}
-	if len(cm.Data)+len(cm.BinaryData) > MaxKeyDigests {
-		cm.Data, cm.BinaryData = map[string]string{"": Hash(ConfigMapEntries(cm))}, nil
-		cm.Annotations = mark(cm.Annotations, markWhole)
-		return
-	}
-	if cm.Data != nil {
-		data := make(map[string]string, len(cm.Data))
-		for k, v := range cm.Data {
-			data[k] = Digest([]byte(v))
+		return out
+	case *corev1.ConfigMap:
+		out := make([]Entry, 0, len(o.Data)+len(o.BinaryData))
+		for k, v := range o.Data {
+			out = append(out, Entry{Key: k, Digest: Digest([]byte(v))})
 		}
-		cm.Data = data
-	}
-	if cm.BinaryData != nil {
-		bin := make(map[string][]byte, len(cm.BinaryData))
-		for k, v := range cm.BinaryData {
-			bin[k] = []byte(Digest(v))
+		for k, v := range o.BinaryData {
+			out = append(out, Entry{Binary: true, Key: k, Digest: Digest(v)})
 		}
-		cm.BinaryData = bin
+		return out
 	}
-	cm.Annotations = mark(cm.Annotations, markKeys)
+	return nil
 }
 
-// mark returns annotations with DigestedAnnotation set to value, as a new
-// map (the old one may be shared with the decoder's copy).
-func mark(annotations map[string]string, value string) map[string]string {
-	if len(annotations) == 0 || (len(annotations) == 1 && annotations[DigestedAnnotation] != "") {
-		if value == markWhole {
-			return wholeOnly
-		}
-		return keysOnly
+// Has reports whether a Secret or ConfigMap, full or Digested, holds key
+// (false for one digested as a whole: its keys are not known).
+func Has(obj any, key string) bool {
+	switch o := obj.(type) {
+	case *Digested:
+		_, ok := slices.BinarySearchFunc(o.Entries, key, func(e Entry, k string) int { return strings.Compare(e.Key, k) })
+		return ok && !o.Entries[0].Whole
+	case *corev1.Secret:
+		_, ok := o.Data[key]
+		return ok
+	case *corev1.ConfigMap:
+		_, ok := o.Data[key]
+		_, bin := o.BinaryData[key]
+		return ok || bin
 	}
-	out := make(map[string]string, len(annotations)+1)
-	for k, v := range annotations {
-		out[k] = v
-	}
-	out[DigestedAnnotation] = value
-	return out
-}
-
-// SecretEntries returns the per-key digests of a Secret, full or digested;
-// for one digested as a whole, its one whole-content entry.
-func SecretEntries(s *corev1.Secret) []Entry {
-	if isWhole(s) {
-		return []Entry{{Whole: true, Digest: string(s.Data[""])}}
-	}
-	digested := IsDigested(s)
-	out := make([]Entry, 0, len(s.Data))
-	for k, v := range s.Data {
-		out = append(out, Entry{Binary: true, Key: k, Digest: digestOf(v, digested)})
-	}
-	return out
-}
-
-// ConfigMapEntries returns the per-key digests of a ConfigMap, full or
-// digested; for one digested as a whole, its one whole-content entry.
-func ConfigMapEntries(cm *corev1.ConfigMap) []Entry {
-	if isWhole(cm) {
-		return []Entry{{Whole: true, Digest: cm.Data[""]}}
-	}
-	digested := IsDigested(cm)
-	out := make([]Entry, 0, len(cm.Data)+len(cm.BinaryData))
-	for k, v := range cm.Data {
-		out = append(out, Entry{Key: k, Digest: digestOf([]byte(v), digested)})
-	}
-	for k, v := range cm.BinaryData {
-		out = append(out, Entry{Binary: true, Key: k, Digest: digestOf(v, digested)})
-	}
-	return out
-}
-
-func digestOf(v []byte, digested bool) string {
-	if digested {
-		return string(v)
-	}
-	return Digest(v)
+	return false
 }

@@ -121,13 +121,13 @@ func WorkloadOf(obj metav1.Object) Workload {
 // replicas of a source: over the keys its courier.dev/replicate-keys lists.
 func SecretHash(s *corev1.Secret) string {
 	spec, _ := source.Parse(s.Annotations) // an invalid spec is reported as the source's problem
-	return content.Hash(spec.Entries(content.SecretEntries(s)))
+	return content.Hash(spec.Entries(content.Entries(s)))
 }
 
 // ConfigMapHash: see SecretHash.
 func ConfigMapHash(cm *corev1.ConfigMap) string {
 	spec, _ := source.Parse(cm.Annotations)
-	return content.Hash(spec.Entries(content.ConfigMapEntries(cm)))
+	return content.Hash(spec.Entries(content.Entries(cm)))
 }
 
 // Build computes the report.
