@@ -32,6 +32,7 @@ import (
 	"github.com/courier-k8s/courier/guard"
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/eventsink"
 	"github.com/courier-k8s/courier/internal/leader"
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/migrate"
@@ -150,7 +151,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(eventsink.New(ctx, &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, eventsink.Workers, eventsink.Queue, logger))
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: wellknown.FieldManager})
 	queues := metrics.NewQueues(reg)
 
