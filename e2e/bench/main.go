@@ -288,7 +288,7 @@ func run(ctx context.Context, o options) error {
 	// slowing the floor. Every span starts on a quiet API server (the
 	// Deployment controller done with the previous round's ReplicaSets).
 	var replicaSpan, rolloutSpan, floorReplicas, floorPatches, aloneReplicas, alonePatches []float64
-	var updateWrites []string
+	var updateWrites, updateEvents []string
 	for i := range o.repeats {
 		if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 			return err
@@ -301,9 +301,18 @@ func run(ctx context.Context, o options) error {
 			}()
 			time.Sleep(100 * time.Millisecond) // the profile has started
 		}
+		updated := time.Now()
 		rs, ds, w, err := sourceUpdate(ctx, client, o, fmt.Sprintf("v%d-%s", i, randomText(8)))
 		if err != nil {
 			return err
+		}
+		events, err := reloadedEvents(ctx, client, updated, o.Consumers, o.patience())
+		if err != nil {
+			return err
+		}
+		updateEvents = append(updateEvents, fmt.Sprint(events))
+		if events != o.Consumers {
+			r.problem("source update %d: %d consumers got a Reloaded Event, want all %d", i+1, events, o.Consumers)
 		}
 		if profiled != nil {
 			if err := <-profiled; err != nil {
@@ -316,7 +325,7 @@ func run(ctx context.Context, o options) error {
 		if want := float64(o.Namespaces + o.Consumers); got != want {
 			r.problem("source update %d: %g writes (%v), want N + D = %g", i+1, got, w, want)
 		}
-		logf("update %d: replicas %.2fs, consumers %.2fs", i+1, rs, ds)
+		logf("update %d: replicas %.2fs, consumers %.2fs, Reloaded Events %d", i+1, rs, ds, events)
 		stopCourier()
 		floors := []bool{i%2 == 1, i%2 == 0} // which floor goes first alternates
 		if !o.atOnce {
@@ -348,7 +357,7 @@ func run(ctx context.Context, o options) error {
 		Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)}
 	s3b := scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers),
 		Stats: summarize(rolloutSpan), FloorAlone: &aPat, PairedAlone: divide(rolloutSpan, alonePatches),
-		Writes: "(in 3a)", Want: "-"}
+		Writes: "Reloaded Events: " + strings.Join(updateEvents, " "), Want: fmt.Sprintf("one per consumer: %d", o.Consumers)}
 	if o.atOnce {
 		fRep, fPat := summarize(floorReplicas), summarize(floorPatches)
 		s3a.Floor, s3a.PairedAtOnce = &fRep, divide(replicaSpan, floorReplicas)
@@ -511,6 +520,29 @@ func sourceUpdate(ctx context.Context, c kubernetes.Interface, o options, value 
 		return 0, 0, nil, err
 	}
 	return lastReplica.Sub(t0).Seconds(), lastRollout.Sub(t0).Seconds(), after.minus(before), nil
+}
+
+// reloadedEvents waits (up to timeout) until want workloads have a Reloaded
+// Event seen at or after since, and returns how many have.
+func reloadedEvents(ctx context.Context, c kubernetes.Interface, since time.Time, want int, timeout time.Duration) (int, error) {
+	since = since.Truncate(time.Second) // Events' timestamps are in seconds
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Reloaded"})
+		if err != nil {
+			return 0, err
+		}
+		seen := map[types.UID]bool{}
+		for _, e := range list.Items {
+			if !e.LastTimestamp.Time.Before(since) {
+				seen[e.InvolvedObject.UID] = true
+			}
+		}
+		if len(seen) >= want || time.Now().After(deadline) {
+			return len(seen), nil
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // floor makes the same writes as one source update with no logic: an update
