@@ -13,7 +13,6 @@ import (
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/source"
@@ -25,11 +24,14 @@ import (
 var SecretFieldSelector = fields.OneTermNotEqualSelector("type", wellknown.HelmReleaseType).String()
 
 // Set is the shared informers courier runs, built once in main and handed to
-// every controller.
+// every controller. Read them through Informer() only, never a typed
+// Lister(): the caches hold courier's own forms (content.Digested,
+// workload.Object) beside typed objects, and a typed lister would panic on
+// them.
 type Set struct {
 	factory informers.SharedInformerFactory
 
-	Secrets      coreinformers.SecretInformer
+	Secrets      informerGetter // with the Helm field selector
 	ConfigMaps   coreinformers.ConfigMapInformer
 	Namespaces   coreinformers.NamespaceInformer
 	Deployments  appsinformers.DeploymentInformer
@@ -145,8 +147,4 @@ func (i secretInformer) Informer() cache.SharedIndexInformer {
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			func(o *metav1.ListOptions) { o.FieldSelector = SecretFieldSelector })
 	})
-}
-
-func (i secretInformer) Lister() corelisters.SecretLister {
-	return corelisters.NewSecretLister(i.Informer().GetIndexer())
 }

@@ -84,6 +84,8 @@ type Controller struct {
 	kindsMu sync.RWMutex
 	kinds   map[string]kindInfo // by kind name: the built-in kinds, and the custom kinds served now
 
+	parked parked // workloads waiting for the replicator
+
 	mu      sync.Mutex
 	entries map[types.UID]cachedEntries // per-key digests of objects holding values, by UID
 	hints   map[string]hint             // the content inputs had before their latest change, by input key

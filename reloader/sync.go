@@ -405,7 +405,7 @@ func withOptIns(a, b map[string]string) map[string]string {
 func (c *Controller) sync(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
 	if c.waitsForReplication(seen) {
-		c.queue.AddAfter(k, replicationPoll, seen)
+		c.park(ctx, k, seen)
 		return nil
 	}
 	info, ok := c.kind(k.Kind)
@@ -558,23 +558,6 @@ func (c *Controller) patch(ctx context.Context, k key, info kindInfo, resourceVe
 		return errNotStored
 	}
 	return nil
-}
-
-// ReplicationWait is the longest a change waits for the replicator
-// (Options.Replicating) before its rollout goes ahead regardless: one source
-// change to 10,000 namespaces takes the replicator about 10 s on two cores,
-// and a replicator that never goes idle must not hold rollouts back.
-const ReplicationWait = 30 * time.Second
-
-// replicationPoll is how often a waiting change looks again.
-const replicationPoll = 250 * time.Millisecond
-
-// waitsForReplication reports whether a change first seen at seen waits
-// for the replicator. A sync with no change behind it (a term's resync, a
-// retry) never waits.
-func (c *Controller) waitsForReplication(seen time.Time) bool {
-	return c.opts.Replicating != nil && !seen.IsZero() &&
-		c.opts.Clock.Since(seen) < ReplicationWait && c.opts.Replicating()
 }
 
 // errPending: Rollouts are not known in full yet (Options.Pending); the
