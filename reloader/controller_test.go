@@ -1,9 +1,11 @@
 package reloader
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,4 +344,51 @@ func TestChangesWaitForTheReplicator(t *testing.T) {
 	}
 	replicating = true
 	f.baselined(t, d) // a resync's sync goes ahead while replicating
+}
+
+// Workloads parked while the replicator is busy are queued again, with
+// when their change was first seen, once it is idle; until then nothing is
+// queued (one loop asks, not a timer per workload).
+func TestParkedChangesAreReleasedWhenTheReplicatorIsIdle(t *testing.T) {
+	var mu sync.Mutex
+	replicating := true
+	f := newFixture(t, Options{Replicating: func() bool { mu.Lock(); defer mu.Unlock(); return replicating }})
+	clk := f.c.opts.Clock.(*testingclock.FakeClock)
+	ctx, cancel := context.WithCancel(context.Background())
+	term := make(chan struct{})
+	defer func() { cancel(); <-term }()
+	go func() { // a term with no workers: the queue is open, nothing takes from it
+		defer close(term)
+		f.c.queue.Run(ctx, 0, key{}, func() {}, nil, nil)
+	}()
+	seen := clk.Now().Add(-time.Second)
+	a, b := key{Kind: workload.Deployment, Namespace: "n", Name: "a"}, key{Kind: workload.Deployment, Namespace: "n", Name: "b"}
+	f.c.park(ctx, a, seen)
+	f.c.park(ctx, b, seen.Add(time.Millisecond))
+	f.c.park(ctx, b, seen) // parked again: the earlier time stays
+	// The fake clock moves on every millisecond, so the loop sees many
+	// polls whenever it waits.
+	until := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			clk.Step(replicationPoll / 10)
+		}
+	}
+	polls := 0
+	until("", func() bool { polls++; return polls > 200 }) // some 20 polls
+	if n := f.c.queue.Len(); n != 0 {
+		t.Fatalf("%d queued while the replicator is busy", n)
+	}
+	mu.Lock()
+	replicating = false
+	mu.Unlock()
+	until("the parked workloads were not queued once the replicator was idle", func() bool { return f.c.queue.Len() == 2 })
+	for _, k := range []key{a, b} {
+		if got, ok := f.c.queue.Take(k); !ok || !got.Equal(seen) {
+			t.Errorf("%v queued with first seen %v, %t; want %v", k, got, ok, seen)
+		}
+	}
 }
