@@ -288,6 +288,11 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if err1 != nil || err2 != nil {
 				return
 			}
+			if content.IsDigested(newObj) { // its values are no longer kept: neither are its computed digests
+				c.mu.Lock()
+				delete(c.entries, nm.GetUID())
+				c.mu.Unlock()
+			}
 			before := content.Entries(oldObj)
 			contentChanged := content.Hash(before) != content.Hash(content.Entries(newObj))
 			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] ||
