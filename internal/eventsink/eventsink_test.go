@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 )
@@ -75,3 +78,41 @@ func TestABurstOfEventsIsWrittenWhole(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// An Event for an object whose namespace is being deleted is not an error
+// worth a warning (nor is it tried again); a refusal for any other reason,
+// such as a missing permission, is logged.
+func TestRefusedEventsAreLoggedUnlessTheirNamespaceIsGoing(t *testing.T) {
+	terminating := apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "e", fmt.Errorf("unable to create new content in namespace ns because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		warn bool
+	}{
+		{"namespace terminating", terminating, false},
+		{"namespace gone", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns"), false},
+		{"no permission", apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "e", fmt.Errorf("RBAC: no")), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zap.DebugLevel)
+			a := &refusing{err: tc.err}
+			s := &Sink{EventSink: a, ctx: context.Background(), logger: zap.New(core)}
+			s.send(&corev1.Event{Reason: "Reloaded"})
+			if a.tries != 1 {
+				t.Errorf("tried %d times, want once (an answer from the API server is final)", a.tries)
+			}
+			if got := logs.FilterLevelExact(zap.WarnLevel).Len() > 0; got != tc.warn {
+				t.Errorf("warned = %t, want %t", got, tc.warn)
+			}
+		})
+	}
+}
+
+type refusing struct {
+	api
+	err   error
+	tries int
+}
+
+func (r *refusing) Create(*corev1.Event) (*corev1.Event, error) { r.tries++; return nil, r.err }
