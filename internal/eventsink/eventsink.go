@@ -76,9 +76,11 @@ func (s *Sink) send(e *corev1.Event) {
 		case err == nil || apierrors.IsAlreadyExists(err):
 			return
 		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) || apierrors.IsNotFound(err):
-			// Its namespace is being deleted, or gone, and the object with it.
+			// Its namespace is being deleted, or gone, and the object with it
+			// (the refusal itself is not logged: it reads like a missing
+			// permission, which is logged, below).
 			s.logger.Debug("an Event for an object whose namespace is going was not recorded", zap.String("reason", e.Reason),
-				zap.String("object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name), zap.Error(err))
+				zap.String("object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name))
 			return
 		case errors.As(err, &status) || try == maxTries:
 			s.logger.Warn("cannot record an Event", zap.String("reason", e.Reason),

@@ -3,6 +3,7 @@ package eventsink
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,16 @@ func TestRefusedEventsAreLoggedUnlessTheirNamespaceIsGoing(t *testing.T) {
 			}
 			if got := logs.FilterLevelExact(zap.WarnLevel).Len() > 0; got != tc.warn {
 				t.Errorf("warned = %t, want %t", got, tc.warn)
+			}
+			// What an operator greps for when a permission is missing.
+			forbidden := false
+			for _, l := range logs.All() {
+				for _, f := range l.Context {
+					forbidden = forbidden || strings.Contains(f.String+fmt.Sprint(f.Interface), "is forbidden")
+				}
+			}
+			if forbidden != tc.warn && tc.name != "namespace gone" {
+				t.Errorf("\"is forbidden\" logged = %t, want %t", forbidden, tc.warn)
 			}
 		})
 	}
