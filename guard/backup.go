@@ -99,15 +99,11 @@ type view struct {
 }
 
 func viewOf(obj any) *view {
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		return &view{obj: o, meta: o, typ: o.Type, immutable: o.Immutable != nil && *o.Immutable}
-	case *corev1.ConfigMap:
-		return &view{obj: o, meta: o, immutable: o.Immutable != nil && *o.Immutable}
-	case *content.Digested:
-		return &view{obj: o, meta: o, typ: o.Type, immutable: o.Immutable != nil && *o.Immutable}
+	_, typ, immutable, ok := content.Fields(obj)
+	if !ok {
+		return nil
 	}
-	return nil
+	return &view{obj: obj.(runtime.Object), meta: obj.(metav1.Object), typ: typ, immutable: immutable != nil && *immutable}
 }
 
 // hash is the content hash, computed when asked: only backing up compares

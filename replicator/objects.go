@@ -39,30 +39,15 @@ func (i *item) has(key string) bool { return content.Has(i.obj, key) }
 
 // itemOf is the item of a cached Secret or ConfigMap, full or digested.
 func itemOf(obj any) *item {
-	i := &item{obj: obj.(runtime.Object), meta: obj.(metav1.Object), entries: func() []content.Entry { return content.Entries(obj) }}
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		i.typ, i.immutable = o.Type, isTrue(o.Immutable)
-	case *corev1.ConfigMap:
-		i.immutable = isTrue(o.Immutable)
-	case *content.Digested:
-		i.typ, i.immutable = o.Type, isTrue(o.Immutable)
-	}
-	return i
+	_, typ, immutable, _ := content.Fields(obj)
+	return &item{obj: obj.(runtime.Object), meta: obj.(metav1.Object), typ: typ, immutable: isTrue(immutable),
+		entries: func() []content.Entry { return content.Entries(obj) }}
 }
 
 // metaOf is a copy of the cached object's metadata, and its immutable field.
 func metaOf(obj runtime.Object) (metav1.ObjectMeta, *bool) {
-	var m *metav1.ObjectMeta
-	var immutable *bool
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		m, immutable = &o.ObjectMeta, o.Immutable
-	case *corev1.ConfigMap:
-		m, immutable = &o.ObjectMeta, o.Immutable
-	case *content.Digested:
-		m, immutable = &o.ObjectMeta, o.Immutable
-	default:
+	m, _, immutable, ok := content.Fields(obj)
+	if !ok {
 		return metav1.ObjectMeta{}, nil
 	}
 	if immutable != nil {

@@ -64,6 +64,17 @@ func TestDigestedAndFullObjectsHashAlike(t *testing.T) {
 	if digestedSecret.Kind != "Secret" || digestedSecret.Type != corev1.SecretTypeTLS || !*digestedSecret.Immutable {
 		t.Errorf("digested Secret %+v", digestedSecret)
 	}
+	for _, obj := range []any{fullSecret, digestedSecret} {
+		if m, typ, imm, ok := Fields(obj); !ok || m == nil || typ != corev1.SecretTypeTLS || imm == nil || !*imm {
+			t.Errorf("Fields(%T) = %v, %q, %v, %t", obj, m, typ, imm, ok)
+		}
+	}
+	if _, typ, _, ok := Fields(digested); !ok || typ != "" {
+		t.Errorf("Fields(a digested ConfigMap) = %q, %t", typ, ok)
+	}
+	if _, _, _, ok := Fields(&corev1.Namespace{}); ok {
+		t.Error("Fields(a Namespace) is ok")
+	}
 	if again := DigestObject(digestedSecret); again != digestedSecret {
 		t.Error("digesting a Digested again made a new object")
 	}

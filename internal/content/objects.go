@@ -20,7 +20,7 @@ const MaxKeyDigests = 64
 // its immutability, and a digest per key (or one of its whole content). A
 // slice of entries instead of the object's maps: a map costs some 400 bytes
 // even with one key, and the cache holds one such object per Secret and
-// ConfigMap in the cluster. Only this process makes one (Digest), so no
+// ConfigMap in the cluster. Only this process makes one (DigestObject), so no
 // object from the API server can pass for one.
 type Digested struct {
 	metav1.TypeMeta // Kind Secret or ConfigMap, so Events can name it
@@ -71,6 +71,21 @@ func DigestObject(obj any) any {
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	d.Entries = slices.Clip(entries)
 	return d
+}
+
+// Fields are what a Secret or ConfigMap, full or Digested, holds besides its
+// content: its metadata (the cache's own: never modify it), a Secret's type
+// and its immutable field; ok is false for any other object.
+func Fields(obj any) (m *metav1.ObjectMeta, typ corev1.SecretType, immutable *bool, ok bool) {
+	switch o := obj.(type) {
+	case *Digested:
+		return &o.ObjectMeta, o.Type, o.Immutable, true
+	case *corev1.Secret:
+		return &o.ObjectMeta, o.Type, o.Immutable, true
+	case *corev1.ConfigMap:
+		return &o.ObjectMeta, "", o.Immutable, true
+	}
+	return nil, "", nil, false
 }
 
 // Entries returns the per-key digests of a Secret or ConfigMap, full or
