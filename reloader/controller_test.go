@@ -354,13 +354,7 @@ func TestParkedChangesAreReleasedWhenTheReplicatorIsIdle(t *testing.T) {
 	replicating := true
 	f := newFixture(t, Options{Replicating: func() bool { mu.Lock(); defer mu.Unlock(); return replicating }})
 	clk := f.c.opts.Clock.(*testingclock.FakeClock)
-	ctx, cancel := context.WithCancel(context.Background())
-	term := make(chan struct{})
-	defer func() { cancel(); <-term }()
-	go func() { // a term with no workers: the queue is open, nothing takes from it
-		defer close(term)
-		f.c.queue.Run(ctx, 0, key{}, func() {}, nil, nil)
-	}()
+	ctx := openQueue(t, f)
 	seen := clk.Now().Add(-time.Second)
 	a, b := key{Kind: workload.Deployment, Namespace: "n", Name: "a"}, key{Kind: workload.Deployment, Namespace: "n", Name: "b"}
 	f.c.park(ctx, a, seen)
@@ -391,4 +385,38 @@ func TestParkedChangesAreReleasedWhenTheReplicatorIsIdle(t *testing.T) {
 			t.Errorf("%v queued with first seen %v, %t; want %v", k, got, ok, seen)
 		}
 	}
+}
+
+// A workload parked by the next term while the loop started by the last one
+// has not yet seen its term end is queued, not forgotten with that term.
+func TestAParkedChangeOutlivesTheTermThatStartedTheLoop(t *testing.T) {
+	f := newFixture(t, Options{Replicating: func() bool { return true }})
+	openQueue(t, f)
+	seen := f.c.opts.Clock.Now()
+	old, cancelOld := context.WithCancel(context.Background())
+	a, b := key{Kind: workload.Deployment, Namespace: "n", Name: "a"}, key{Kind: workload.Deployment, Namespace: "n", Name: "b"}
+	f.c.park(old, a, seen) // starts the loop with the old term's ctx
+	f.c.park(context.Background(), b, seen)
+	cancelOld()
+	for deadline := time.Now().Add(10 * time.Second); f.c.queue.Len() != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 parked workloads queued once the loop's term ended", f.c.queue.Len())
+		}
+	}
+}
+
+// openQueue runs a term with no workers until the test ends: the reloader's
+// queue is open, and nothing takes from it. It returns once the queue is
+// open, with the term's context.
+func openQueue(t *testing.T, f *fixture) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	opened, term := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { cancel(); <-term })
+	go func() {
+		defer close(term)
+		f.c.queue.Run(ctx, 0, key{}, func() { close(opened) }, nil, nil)
+	}()
+	<-opened
+	return ctx
 }

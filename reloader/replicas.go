@@ -51,8 +51,10 @@ func (c *Controller) park(ctx context.Context, k key, seen time.Time) {
 }
 
 // releaseParked queues the parked workloads that need wait no more, until
-// none is left or ctx (the term) ends; the next term's resync syncs every
-// workload anyway.
+// none is left. When ctx (the term that started it) ends, it queues every
+// one of them and stops: a closed queue drops them (the next term's resync
+// syncs every workload), and one parked by the next term before this loop
+// saw its own term end goes on that term's queue, not lost.
 func (c *Controller) releaseParked(ctx context.Context) {
 	for {
 		select {
@@ -62,9 +64,7 @@ func (c *Controller) releaseParked(ctx context.Context) {
 		replicating := ctx.Err() == nil && c.opts.Replicating()
 		c.parked.mu.Lock()
 		for k, seen := range c.parked.keys {
-			if ctx.Err() != nil {
-				delete(c.parked.keys, k)
-			} else if !replicating || c.opts.Clock.Since(seen) >= ReplicationWait {
+			if !replicating || c.opts.Clock.Since(seen) >= ReplicationWait {
 				c.queue.Add(k, seen)
 				delete(c.parked.keys, k)
 			}
