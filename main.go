@@ -37,6 +37,7 @@ import (
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/migrate"
 	"github.com/courier-k8s/courier/internal/notify"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/version"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -135,7 +136,8 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	inf, err := informers.New(client, o.SourceNamespaces.Match, o.Namespace, o.Compat)
+	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
+	inf, err := informers.New(client, roles)
 	if err != nil {
 		return err
 	}
@@ -157,6 +159,8 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 
 	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
 		SourceNamespaces: o.SourceNamespaces,
+		Compat:           o.Compat,
+		Installation:     o.Namespace,
 		QueueMetrics:     queues,
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -36,11 +37,8 @@ func backupName(name string) string {
 	return backupPrefix + hex.EncodeToString(sum[:16])
 }
 
-// isBackup reports whether m is a backup courier made (label and annotation).
-func isBackup(m metav1.Object) bool {
-	_, of := m.GetAnnotations()[wellknown.BackupOf]
-	return of && m.GetLabels()[wellknown.Backup] == "true"
-}
+// isBackup reports whether m is a backup courier made.
+func isBackup(m metav1.Object) bool { return role.IsBackup(m) }
 
 // savedMeta is what a backup keeps of its source's metadata.
 type savedMeta struct {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -20,11 +19,16 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/metrics"
+	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/role"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
+	"github.com/courier-k8s/courier/internal/writer"
 )
 
 // Event reasons.
@@ -40,7 +44,11 @@ const (
 // Options configures the guard.
 type Options struct {
 	SourceNamespaces globs.List
-	QueueMetrics     workqueue.MetricsProvider
+	// Compat and Installation, with SourceNamespaces, say what each object
+	// is to courier (package role).
+	Compat       source.Compat
+	Installation string
+	QueueMetrics workqueue.MetricsProvider
 	// Clock is the guard's time, the revert budget's included (nil: the real clock).
 	Clock clock.WithTicker
 }
@@ -55,7 +63,8 @@ func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name 
 // restores a protected source that was deleted from that backup.
 type Controller struct {
 	opts       Options
-	client     kubernetes.Interface
+	roles      role.Config
+	writer     *writer.Writer
 	logger     *zap.Logger
 	recorder   record.EventRecorder
 	indexers   map[string]cache.Indexer
@@ -81,7 +90,8 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	}
 	c := &Controller{
 		opts:     o,
-		client:   client,
+		roles:    role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation},
+		writer:   writer.New(client),
 		logger:   logger.Named("guard"),
 		recorder: recorder,
 		indexers: map[string]cache.Indexer{
@@ -122,8 +132,8 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 // owned by nothing: a source with owner references lives and dies with its
 // owner (the garbage collector's deletion stands).
 func (c *Controller) Protected(m metav1.Object) bool {
-	return m.GetLabels()[wellknown.Protect] == "true" && c.opts.SourceNamespaces.Match(m.GetNamespace()) &&
-		!content.IsDigested(m) && len(m.GetOwnerReferences()) == 0
+	_, typ, _, _ := content.Fields(m)
+	return role.Of(m, typ, c.roles).Protected && !content.IsDigested(m)
 }
 
 // Allow is the revert budget (see Budget.Allow) the replicator asks before
@@ -209,9 +219,7 @@ func (c *Controller) onChange(kind string, oldObj, newObj any) {
 }
 
 func (c *Controller) onDelete(kind string, obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	m, ok := obj.(metav1.Object)
 	if !ok || !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
 		return
@@ -273,7 +281,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		}
 		return nil
 	}
-	if ns, err := c.namespaces.Get(k.Namespace); apierrors.IsNotFound(err) || (err == nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)) {
+	if ns, err := c.namespaces.Get(k.Namespace); apierrors.IsNotFound(err) || (err == nil && namespaces.Terminating(ns)) {
 		return nil // namespace teardown deletes sources and backups alike
 	} else if err != nil {
 		return err
@@ -310,45 +318,21 @@ func (c *Controller) writeBackup(ctx context.Context, k key, src, backup *view) 
 	if backup != nil {
 		existing = backup.meta
 	}
-	if _, err := c.write(ctx, backupFor(src, existing), backup == nil); err != nil {
+	write := c.writer.Update
+	if backup == nil {
+		write = c.writer.Create
+	}
+	if _, err := write(ctx, backupFor(src, existing)); err != nil {
 		return fmt.Errorf("back up %s: %w", k, err)
 	}
 	return nil
 }
 
-// write creates obj (a Secret or ConfigMap), or updates it.
-func (c *Controller) write(ctx context.Context, obj runtime.Object, create bool) (runtime.Object, error) {
-	cOpts, uOpts := metav1.CreateOptions{FieldManager: wellknown.FieldManager}, metav1.UpdateOptions{FieldManager: wellknown.FieldManager}
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		api := c.client.CoreV1().Secrets(o.Namespace)
-		if create {
-			return api.Create(ctx, o, cOpts)
-		}
-		return api.Update(ctx, o, uOpts)
-	case *corev1.ConfigMap:
-		api := c.client.CoreV1().ConfigMaps(o.Namespace)
-		if create {
-			return api.Create(ctx, o, cOpts)
-		}
-		return api.Update(ctx, o, uOpts)
-	}
-	return nil, fmt.Errorf("unexpected object %T", obj)
-}
-
 func (c *Controller) delete(ctx context.Context, kind string, m metav1.Object) error {
-	uid, rv := m.GetUID(), m.GetResourceVersion()
-	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
-	var err error
-	if kind == wellknown.KindSecret {
-		err = c.client.CoreV1().Secrets(m.GetNamespace()).Delete(ctx, m.GetName(), opts)
-	} else {
-		err = c.client.CoreV1().ConfigMaps(m.GetNamespace()).Delete(ctx, m.GetName(), opts)
+	if err := c.writer.Delete(ctx, kind, m); err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return nil
 }
 
 // restore recreates a deleted protected source from its backup.
@@ -357,7 +341,7 @@ func (c *Controller) restore(ctx context.Context, k key, backup *view) error {
 	if !ok {
 		return fmt.Errorf("restore %s: its backup %s/%s cannot be read", k, k.Namespace, backup.meta.GetName())
 	}
-	restored, err := c.write(ctx, obj, true)
+	restored, err := c.writer.Create(ctx, obj)
 	if apierrors.IsAlreadyExists(err) {
 		return nil // someone recreated it: the next sync backs it up
 	}

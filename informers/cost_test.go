@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -35,7 +35,7 @@ import (
 func BenchmarkCacheCost(b *testing.B) {
 	allowed := func(ns string) bool { return ns == "platform" }
 	content := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	for k, v := range ContentIndexers(allowed, source.Compat{}) {
+	for k, v := range ContentIndexers(role.Config{Allowed: allowed, Namespace: "courier-system"}) {
 		content[k] = v
 	}
 	workloads := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, ConsumersByInput: indexConsumersByInput}
@@ -85,7 +85,7 @@ func BenchmarkCacheCost(b *testing.B) {
 			if os.Getenv("COST_PROFILE") != "" {
 				runtime.MemProfileRate = 1
 			}
-			transform := Transform(SourcesIn(allowed, "courier-system", source.Compat{}))
+			transform := Transform(SourcesIn(role.Config{Allowed: allowed, Namespace: "courier-system"}))
 			codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 			for b.Loop() {
 				before := liveHeap()

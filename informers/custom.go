@@ -322,9 +322,7 @@ func trimCRD(obj any) (any, error) {
 }
 
 func indexByWorkloadRef(obj any) ([]string, error) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = Unwrap(obj)
 	if o, ok := obj.(*workload.Object); ok && o.WorkloadRef != "" {
 		return []string{o.Namespace + "/" + o.WorkloadRef}, nil
 	}

@@ -5,7 +5,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -28,32 +29,36 @@ const (
 	PullsBySource = "courier.dev/pulls-by-source"
 )
 
-// ContentIndexers are the indexers every Secret and ConfigMap informer gets;
-// allowed says which namespaces may hold sources.
-func ContentIndexers(allowed func(namespace string) bool, compat source.Compat) cache.Indexers {
+// ContentIndexers are the indexers every Secret and ConfigMap informer gets,
+// for courier configured as cfg.
+func ContentIndexers(cfg role.Config) cache.Indexers {
 	return cache.Indexers{
 		SourcesByName: func(obj any) ([]string, error) {
-			m, err := metaOf(obj)
-			if err != nil {
+			r, m, err := roleOf(obj, cfg)
+			if err != nil || !r.Pushes || !r.Allowed {
 				return nil, err
-			}
-			if !source.IsSource(m.GetAnnotations(), compat) || !allowed(m.GetNamespace()) {
-				return nil, nil
 			}
 			return []string{m.GetName()}, nil
 		},
 		ReplicasBySource: indexReplicasBySource,
 		PullsBySource: func(obj any) ([]string, error) {
-			m, err := metaOf(obj)
-			if err != nil {
+			r, _, err := roleOf(obj, cfg)
+			if err != nil || r.PullVia == "" {
 				return nil, err
 			}
-			if ref, via := source.PullFrom(m.GetAnnotations(), m.GetNamespace(), compat); via != "" {
-				return []string{ref}, nil
-			}
-			return nil, nil
+			return []string{r.PullRef}, nil
 		},
 	}
+}
+
+// roleOf is the role of a cached Secret or ConfigMap, full or digested.
+func roleOf(obj any, cfg role.Config) (role.Role, metav1.Object, error) {
+	m, err := metaOf(obj)
+	if err != nil {
+		return role.Role{}, nil, err
+	}
+	_, typ, _, _ := content.Fields(Unwrap(obj))
+	return role.Of(m, typ, cfg), m, nil
 }
 
 func indexReplicasBySource(obj any) ([]string, error) {
@@ -68,10 +73,18 @@ func indexReplicasBySource(obj any) ([]string, error) {
 	return []string{src}, nil
 }
 
-func metaOf(obj any) (metav1.Object, error) {
+// Unwrap is the object a delete handler or an index function is given: the
+// last state the cache knew when the deletion itself was missed (a
+// cache.DeletedFinalStateUnknown), else obj itself.
+func Unwrap(obj any) any {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+		return d.Obj
 	}
+	return obj
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	obj = Unwrap(obj)
 	return meta.Accessor(obj)
 }
 
@@ -88,9 +101,7 @@ func InputKey(kind, namespace, name string) string { return kind + "/" + namespa
 var WorkloadIndexers = cache.Indexers{ConsumersByInput: indexConsumersByInput}
 
 func indexConsumersByInput(obj any) ([]string, error) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = Unwrap(obj)
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err

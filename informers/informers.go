@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -46,11 +46,10 @@ type Set struct {
 // all of them) without starting any. There is no resync: courier reacts to
 // changes, and resyncs would only re-deliver what the cache already holds.
 //
-// allowed says which namespaces may hold sources (--source-namespaces);
-// courierNamespace is courier's own (--namespace); compat (--compat) says
-// which other tools' annotations make sources.
-func New(client kubernetes.Interface, allowed func(namespace string) bool, courierNamespace string, compat source.Compat) (*Set, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(allowed, courierNamespace, compat))))
+// roles is the configuration objects' roles depend on (package role): what
+// the cache keeps of each Secret and ConfigMap, and how they are indexed.
+func New(client kubernetes.Interface, roles role.Config) (*Set, error) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Transform(SourcesIn(roles))))
 	s := &Set{
 		factory:      f,
 		ConfigMaps:   f.Core().V1().ConfigMaps(),
@@ -65,7 +64,7 @@ func New(client kubernetes.Interface, allowed func(namespace string) bool, couri
 		inf.Informer()
 	}
 	for _, inf := range []informerGetter{s.Secrets, s.ConfigMaps} {
-		if err := inf.Informer().AddIndexers(ContentIndexers(allowed, compat)); err != nil {
+		if err := inf.Informer().AddIndexers(ContentIndexers(roles)); err != nil {
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
 	}

@@ -6,8 +6,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/content"
-	"github.com/courier-k8s/courier/internal/source"
-	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -15,43 +14,13 @@ import (
 // in, values included.
 const lastApplied = corev1.LastAppliedConfigAnnotation
 
-// Keep is what the cache keeps of a Secret or ConfigMap.
-type Keep int
-
-const (
-	// Digests: its values are replaced by their digests (most objects).
-	Digests Keep = iota
-	// Values: its values, for it may be copied (sources, protected objects
-	// and their backups in an allowed source namespace; with --compat,
-	// sources that allow pulls).
-	Values
-	// Applied: digests, like most objects, but kubectl's last-applied
-	// configuration is kept, for courier updates the object whole (with
-	// --compat, an object that pulls from a source; its values are replaced
-	// by the source's, so they are never needed).
-	Applied
-)
-
 // KeepValues decides what the cache keeps of a Secret or ConfigMap.
-type KeepValues func(obj metav1.Object) Keep
+type KeepValues func(obj metav1.Object, typ corev1.SecretType) role.Keep
 
-// SourcesIn returns the KeepValues for the allowed source namespaces, and
-// courier's own namespace, where it keeps the key of its workload digests.
-func SourcesIn(allowed func(namespace string) bool, courierNamespace string, compat source.Compat) KeepValues {
-	return func(obj metav1.Object) Keep {
-		a, l := obj.GetAnnotations(), obj.GetLabels()
-		if _, via := source.PullFrom(a, obj.GetNamespace(), compat); via != "" {
-			return Applied
-		}
-		if obj.GetNamespace() == courierNamespace && l[wellknown.DigestKey] == "true" {
-			return Values
-		}
-		if allowed(obj.GetNamespace()) &&
-			(source.IsSource(a, compat) || source.AllowsPulls(a, compat) || l[wellknown.Protect] == "true" || l[wellknown.Backup] == "true") {
-			return Values
-		}
-		return Digests
-	}
+// SourcesIn returns the KeepValues of courier configured as cfg: what the
+// object's role (package role) says.
+func SourcesIn(cfg role.Config) KeepValues {
+	return func(obj metav1.Object, typ corev1.SecretType) role.Keep { return role.Of(obj, typ, cfg).Keep }
 }
 
 // Transform returns the cache transform for every informer courier runs.
@@ -60,15 +29,15 @@ func Transform(keep KeepValues) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *corev1.Secret:
-			k := keep(o)
-			trimMeta(&o.ObjectMeta, k == Applied)
-			if k != Values {
+			k := keep(o, o.Type)
+			trimMeta(&o.ObjectMeta, k == role.Applied)
+			if k != role.Values {
 				return content.DigestObject(o), nil
 			}
 		case *corev1.ConfigMap:
-			k := keep(o)
-			trimMeta(&o.ObjectMeta, k == Applied)
-			if k != Values {
+			k := keep(o, "")
+			trimMeta(&o.ObjectMeta, k == role.Applied)
+			if k != role.Values {
 				return content.DigestObject(o), nil
 			}
 		case *corev1.Namespace:

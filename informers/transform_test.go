@@ -15,7 +15,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
-	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -78,7 +78,7 @@ func configMap(opts ...objOpt) *corev1.ConfigMap {
 
 func transform(t *testing.T, obj any) any {
 	t.Helper()
-	out, err := Transform(SourcesIn(allowPlatform, "courier", source.Compat{}))(obj)
+	out, err := Transform(SourcesIn(role.Config{Allowed: allowPlatform, Namespace: "courier"}))(obj)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/notify"
+	"github.com/courier-k8s/courier/internal/stakater"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -241,16 +242,14 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
-		!(c.opts.Compat && (changed(a, b, stakaterKeys) || changed(oldTemplate, newTemplate, stakaterKeys))) {
+		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(oldTemplate, newTemplate, stakater.Keys))) {
 		return
 	}
 	c.onWorkload(newObj)
 }
 
 func (c *Controller) onWorkloadDelete(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	if k, ok := workloadKey(obj); ok {
 		c.queue.Take(k)
 	}
@@ -296,7 +295,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			before := content.Entries(oldObj)
 			contentChanged := content.Hash(before) != content.Hash(content.Entries(newObj))
 			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] ||
-				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{StakaterMatch, StakaterIgnore}))
+				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{stakater.Match, stakater.Ignore}))
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}
@@ -304,8 +303,8 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			optedIn := na[wellknown.Reload] == "true" && oa[wellknown.Reload] != "true"
 			if c.opts.Compat {
 				// Reloader's match given, or its ignore taken away.
-				optedIn = optedIn || (na[StakaterMatch] == "true" && oa[StakaterMatch] != "true") ||
-					(oa[StakaterIgnore] == "true" && na[StakaterIgnore] != "true")
+				optedIn = optedIn || (na[stakater.Match] == "true" && oa[stakater.Match] != "true") ||
+					(oa[stakater.Ignore] == "true" && na[stakater.Ignore] != "true")
 			}
 			optedInWithChange := contentChanged && optedIn
 			if optedInWithChange {
@@ -327,9 +326,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
+			obj = informers.Unwrap(obj)
 			if m, err := meta.Accessor(obj); err == nil {
 				c.mu.Lock()
 				delete(c.entries, m.GetUID())
@@ -377,4 +374,14 @@ func (c *Controller) previous(inputKey string, since time.Time) ([]content.Entry
 		return nil, false
 	}
 	return h.entries, true
+}
+
+// changed reports whether a and b differ at any of keys.
+func changed(a, b map[string]string, keys []string) bool {
+	for _, k := range keys {
+		if a[k] != b[k] {
+			return true
+		}
+	}
+	return false
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
-	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -42,7 +42,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, func(string) bool { return false }, "courier", source.Compat{})
+	inf, err := informers.New(client, role.Config{Namespace: "courier"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 // put stores o in the cache as the informers would (transformed).
 func (f *fixture) put(t *testing.T, o runtime.Object) {
 	t.Helper()
-	x, _ := informers.Transform(informers.SourcesIn(func(string) bool { return false }, "courier", source.Compat{}))(o.DeepCopyObject())
+	x, _ := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}))(o.DeepCopyObject())
 	var err error
 	switch x := x.(type) {
 	case *corev1.Secret:

@@ -22,6 +22,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/notify"
+	"github.com/courier-k8s/courier/internal/stakater"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -347,14 +348,14 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	var badPatterns []string
 	for _, ref := range workload.Inputs(tmplObj) {
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
-		verdict := StakaterSilent
+		verdict := stakater.Silent
 		if c.opts.Compat {
 			var bad []string
-			verdict, bad = Stakater(ref.Kind, ref.Name, a, tmplAnnotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
+			verdict, bad = stakater.Decide(ref.Kind, ref.Name, a, tmplAnnotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
 			badPatterns = append(badPatterns, bad...)
 		}
 		own := a[wellknown.Reload] == "true" || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
-		if !(own || verdict == StakaterReload || (c.opts.ReloadAll && verdict != StakaterBlocked)) {
+		if !(own || verdict == stakater.Reload || (c.opts.ReloadAll && verdict != stakater.Blocked)) {
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
@@ -390,7 +391,7 @@ func withOptIns(a, b map[string]string) map[string]string {
 	if out == nil {
 		out = map[string]string{}
 	}
-	for _, key := range append([]string{wellknown.Reload, wellknown.ReloadOn}, stakaterKeys...) {
+	for _, key := range append([]string{wellknown.Reload, wellknown.ReloadOn}, stakater.Keys...) {
 		if v, ok := b[key]; ok {
 			if _, have := out[key]; !have {
 				out[key] = v

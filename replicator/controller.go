@@ -25,9 +25,12 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
+	"github.com/courier-k8s/courier/internal/writer"
 )
 
 // Options configures the replicator.
@@ -80,9 +83,11 @@ const (
 // Controller is the replicator.
 type Controller struct {
 	opts       Options
+	roles      role.Config
 	logger     *zap.Logger
 	recorder   record.EventRecorder
 	objects    map[string]*objects
+	writer     *writer.Writer
 	namespaces corelisters.NamespaceLister
 	synced     []cache.InformerSynced
 	queue      *workers.Queue[key]
@@ -115,11 +120,13 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	st := &states{m: map[key]string{}}
 	c := &Controller{
 		opts:     o,
+		roles:    role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation},
 		logger:   logger.Named("replicator"),
 		recorder: recorder,
+		writer:   writer.New(client),
 		objects: map[string]*objects{
-			kindSecret:    newSecrets(client, secrets.GetIndexer()),
-			kindConfigMap: newConfigMaps(client, configMaps.GetIndexer()),
+			kindSecret:    newSecrets(secrets.GetIndexer()),
+			kindConfigMap: newConfigMaps(configMaps.GetIndexer()),
 		},
 		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
@@ -272,9 +279,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			c.enqueueClaims(kind, cur)
 		},
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
+			obj = informers.Unwrap(obj)
 			m, err := meta.Accessor(obj)
 			if err != nil {
 				return
@@ -295,10 +300,13 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 	}
 }
 
-// isSourceMeta reports whether m's annotations make it a source.
+// isSourceMeta reports whether m's annotations ask for replicas.
 func (c *Controller) isSourceMeta(m metav1.Object) bool {
-	return source.IsSource(m.GetAnnotations(), c.opts.Compat)
+	return role.Of(m, "", c.roles).Pushes // a push does not depend on the type
 }
+
+// roleOf is what it is to courier (package role).
+func (c *Controller) roleOf(it *item) role.Role { return role.Of(it.meta, it.typ, c.roles) }
 
 func (c *Controller) sourceChanged(kind string, m metav1.Object) {
 	c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, c.clock.Now())
@@ -392,7 +400,7 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 		return
 	}
 	relabeled := !equality.Semantic.DeepEqual(o.Labels, n.Labels)
-	if !relabeled && terminating(o) == terminating(n) {
+	if !relabeled && namespaces.Terminating(o) == namespaces.Terminating(n) {
 		return
 	}
 	if relabeled {
@@ -418,9 +426,7 @@ func (c *Controller) flapHold(ns string) time.Duration {
 }
 
 func (c *Controller) onNamespaceDelete(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		c.mu.Lock()
 		delete(c.relabeled, ns.Name)

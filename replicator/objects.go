@@ -1,16 +1,15 @@
 package replicator
 
 import (
-	"context"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -58,7 +57,7 @@ func metaOf(obj runtime.Object) (metav1.ObjectMeta, *bool) {
 }
 
 // objects is one kind as the replicator sees it: cache reads through the
-// informer's indexer, and the writes.
+// informer's indexer, and what it writes.
 type objects struct {
 	kind    string
 	indexer cache.Indexer
@@ -67,9 +66,6 @@ type objects struct {
 	replica func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object
 	// pulled builds what an object pulling from src becomes (see syncPull).
 	pulled func(t, src *item, spec source.Spec, ours map[string]string) runtime.Object
-	create func(ctx context.Context, obj runtime.Object) error
-	update func(ctx context.Context, obj runtime.Object) error
-	delete func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
 // get returns the cached object, or nil when there is none.
@@ -93,13 +89,7 @@ func (o *objects) byIndex(index, value string) ([]*item, error) {
 	return out, nil
 }
 
-var (
-	createOpts = metav1.CreateOptions{FieldManager: wellknown.FieldManager}
-	updateOpts = metav1.UpdateOptions{FieldManager: wellknown.FieldManager}
-)
-
-func newSecrets(client kubernetes.Interface, indexer cache.Indexer) *objects {
-	api := func(ns string) secretAPI { return client.CoreV1().Secrets(ns) }
+func newSecrets(indexer cache.Indexer) *objects {
 	return &objects{
 		kind:    kindSecret,
 		indexer: indexer,
@@ -108,30 +98,10 @@ func newSecrets(client kubernetes.Interface, indexer cache.Indexer) *objects {
 			s := src.obj.(*corev1.Secret)
 			return &corev1.Secret{ObjectMeta: m, Type: s.Type, Data: spec.SecretData(s.Data), Immutable: s.Immutable}
 		},
-		create: func(ctx context.Context, obj runtime.Object) error {
-			s := obj.(*corev1.Secret)
-			_, err := api(s.Namespace).Create(ctx, s, createOpts)
-			return err
-		},
-		update: func(ctx context.Context, obj runtime.Object) error {
-			s := obj.(*corev1.Secret)
-			_, err := api(s.Namespace).Update(ctx, s, updateOpts)
-			return err
-		},
-		delete: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-			return api(ns).Delete(ctx, name, opts)
-		},
 	}
 }
 
-type secretAPI interface {
-	Create(context.Context, *corev1.Secret, metav1.CreateOptions) (*corev1.Secret, error)
-	Update(context.Context, *corev1.Secret, metav1.UpdateOptions) (*corev1.Secret, error)
-	Delete(context.Context, string, metav1.DeleteOptions) error
-}
-
-func newConfigMaps(client kubernetes.Interface, indexer cache.Indexer) *objects {
-	api := func(ns string) configMapAPI { return client.CoreV1().ConfigMaps(ns) }
+func newConfigMaps(indexer cache.Indexer) *objects {
 	return &objects{
 		kind:    kindConfigMap,
 		indexer: indexer,
@@ -140,26 +110,7 @@ func newConfigMaps(client kubernetes.Interface, indexer cache.Indexer) *objects 
 			cm := src.obj.(*corev1.ConfigMap)
 			return &corev1.ConfigMap{ObjectMeta: m, Data: spec.ConfigMapData(cm.Data), BinaryData: spec.SecretData(cm.BinaryData), Immutable: cm.Immutable}
 		},
-		create: func(ctx context.Context, obj runtime.Object) error {
-			cm := obj.(*corev1.ConfigMap)
-			_, err := api(cm.Namespace).Create(ctx, cm, createOpts)
-			return err
-		},
-		update: func(ctx context.Context, obj runtime.Object) error {
-			cm := obj.(*corev1.ConfigMap)
-			_, err := api(cm.Namespace).Update(ctx, cm, updateOpts)
-			return err
-		},
-		delete: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-			return api(ns).Delete(ctx, name, opts)
-		},
 	}
-}
-
-type configMapAPI interface {
-	Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
-	Update(context.Context, *corev1.ConfigMap, metav1.UpdateOptions) (*corev1.ConfigMap, error)
-	Delete(context.Context, string, metav1.DeleteOptions) error
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
@@ -167,7 +118,7 @@ func isTrue(b *bool) bool { return b != nil && *b }
 // replicaMeta is a replica's metadata: what is not courier's is kept from
 // existing (nil for a new replica); courier's own keys and the metadata
 // copied from the source are set.
-func replicaMeta(src metav1.Object, namespace, installation string, want Want, existing metav1.Object) metav1.ObjectMeta {
+func replicaMeta(src metav1.Object, namespace, installation string, want replica.Want, existing metav1.Object) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: src.GetName(), Namespace: namespace}
 	labels := map[string]string{}
 	annotations := map[string]string{}
@@ -189,10 +140,4 @@ func replicaMeta(src metav1.Object, namespace, installation string, want Want, e
 	annotations[wellknown.Installation] = installation
 	m.Labels, m.Annotations = labels, annotations
 	return m
-}
-
-// preconditions make a delete apply only to the object that was seen.
-func preconditions(m metav1.Object) metav1.DeleteOptions {
-	uid, rv := m.GetUID(), m.GetResourceVersion()
-	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
 }

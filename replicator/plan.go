@@ -4,8 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/source"
-	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Replica states, in courier_replicator_replicas and in `courier status`.
@@ -15,87 +15,6 @@ const (
 	StateError     = "error"
 	StateContested = "contested"
 )
-
-// Found is what holds a source's name in a target namespace, as courier
-// classifies it: the one definition the replicator and `courier status` share.
-type Found int
-
-const (
-	// Missing: nothing holds the name.
-	Missing Found = iota
-	// Foreign: an object courier did not create (none of its markers).
-	Foreign
-	// OtherSources: a replica courier made for another source of that name.
-	OtherSources
-	// Stale: this source's replica, whose content or markers differ from
-	// what courier would write now.
-	Stale
-	// InSync: this source's replica, equal to the source.
-	InSync
-)
-
-// Want is what a source's replica holds beyond courier's markers.
-type Want struct {
-	// Hash is the content hash of the keys it holds.
-	Hash string
-	// Copied is the metadata copied from the source.
-	Copied source.Record
-	// Via names the other tool's annotation that made it ("" for courier's own).
-	Via string
-}
-
-// Classify says what obj (nil: nothing) is, to the courier installation
-// running in namespace installation, where the source ref wants its replica
-// as want says; objHash is the content hash of what obj holds. Another
-// installation's replica is Foreign.
-func Classify(installation, ref string, want Want, obj metav1.Object, objHash string) Found {
-	if obj == nil {
-		return Missing
-	}
-	owner, managed := ownerOf(obj, installation)
-	switch {
-	case !managed:
-		return Foreign
-	case owner != ref:
-		return OtherSources
-	case objHash != want.Hash || tampered(obj, want.Hash, ref) ||
-		source.RecordOf(obj.GetAnnotations()).Encode() != want.Copied.Encode() || obj.GetAnnotations()[wellknown.Via] != want.Via:
-		return Stale
-	}
-	return InSync
-}
-
-// ownerOf tells whether this installation of courier created m (any of its
-// markers is enough, so a stripped label is reverted rather than taken for a
-// stranger's object; a replica that names another installation is not) and
-// which source it belongs to ("" if that annotation is gone). A replica
-// naming no installation was made before replicas named one: it is taken as
-// this installation's.
-func ownerOf(m metav1.Object, installation string) (source string, managed bool) {
-	if inst, ok := m.GetAnnotations()[wellknown.Installation]; ok && inst != installation {
-		return "", false
-	}
-	source, hasSource := m.GetAnnotations()[wellknown.Source]
-	l := m.GetLabels()
-	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
-}
-
-// markedAsReplica reports whether m is a replica of any installation: it
-// names one, or carries another of courier's replica markers.
-func markedAsReplica(m metav1.Object) bool {
-	_, managed := ownerOf(m, "")
-	return managed || m.GetAnnotations()[wellknown.Installation] != ""
-}
-
-// tampered reports whether a replica courier wrote was changed since: its
-// content no longer matches the hash courier stamped on it, or courier's
-// labels or annotations, or the metadata it copied, were edited.
-func tampered(m metav1.Object, hash string, sourceRef string) bool {
-	l, a := m.GetLabels(), m.GetAnnotations()
-	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
-		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true" ||
-		!source.RecordOf(a).Carried(l, a)
-}
 
 // decision is what a pair needs, whatever the target holds.
 type decision int
@@ -117,7 +36,7 @@ type pairFacts struct {
 	claimant string
 	// What the replica holds, the source's type and immutability, and
 	// which keys it copies (want == ensure).
-	Want
+	replica.Want
 	typ       corev1.SecretType
 	immutable bool
 	spec      source.Spec
@@ -175,18 +94,18 @@ type plan struct {
 // one write (two for recreate). It reads nothing and writes nothing.
 func planPair(f pairFacts) plan {
 	e := f.existing
-	var found Found
+	var found replica.Found
 	if e != nil {
-		found = Classify(f.installation, f.ref, f.Want, e.meta, e.hash)
+		found = replica.Classify(f.installation, f.ref, f.Want, e.meta, e.hash)
 	}
 	switch {
-	case found == Foreign && f.want == ensure:
+	case found == replica.Foreign && f.want == ensure:
 		reason := f.object + " exists and was not created by courier; it is left untouched"
 		if tool := source.CopiedBy(e.meta.GetAnnotations()); tool != "" {
 			reason += " (it is a copy " + tool + " made: once " + tool + " no longer runs, delete it and courier creates its replica)"
 		}
 		return plan{action: conflict, state: conflictState, reason: reason}
-	case found == Foreign, found == OtherSources && f.want != ensure:
+	case found == replica.Foreign, found == replica.OtherSources && f.want != ensure:
 		return plan{state: forgetState} // not ours to touch
 	}
 
@@ -223,7 +142,7 @@ func planPair(f pairFacts) plan {
 		// counted against the budget like any other.
 		reverted := (e.immutable && !f.immutable) || changedBySomeoneElse(f, e)
 		return plan{action: recreate, state: writtenState, reverted: reverted}
-	case found == InSync:
+	case found == replica.InSync:
 		return plan{state: inSyncState}
 	}
 	return plan{action: update, state: writtenState, reverted: changedBySomeoneElse(f, e)}
@@ -233,6 +152,6 @@ func planPair(f pairFacts) plan {
 // wrote it, unless it is another source's replica that this older source
 // takes over.
 func changedBySomeoneElse(f pairFacts, e *replicaFacts) bool {
-	owner, _ := ownerOf(e.meta, f.installation)
-	return tampered(e.meta, e.hash, f.ref) && (owner == f.ref || !e.ownerIsSource)
+	owner, _ := replica.OwnerOf(e.meta, f.installation)
+	return replica.Tampered(e.meta, e.hash, f.ref) && (owner == f.ref || !e.ownerIsSource)
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -17,11 +18,11 @@ const testInstallation = "courier-system"
 func TestPlanPair(t *testing.T) {
 	const ref, hash = "platform/db", "h2"
 	ours := func(stamped string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, Want{Hash: stamped}, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, replica.Want{Hash: stamped}, nil)
 		return &m
 	}
 	theirs := func(owner string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, Want{Hash: hash}, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, replica.Want{Hash: hash}, nil)
 		m.Annotations[wellknown.Source] = owner
 		return &m
 	}
@@ -31,11 +32,11 @@ func TestPlanPair(t *testing.T) {
 		f(m)
 		return m
 	}
-	replica := func(m metav1.Object, held string) *replicaFacts {
+	held := func(m metav1.Object, held string) *replicaFacts {
 		return &replicaFacts{meta: m, hash: held, typ: corev1.SecretTypeOpaque}
 	}
 	ensuring := func(existing *replicaFacts) pairFacts {
-		return pairFacts{installation: testInstallation, ref: ref, want: ensure, claimant: ref, Want: Want{Hash: hash}, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
+		return pairFacts{installation: testInstallation, ref: ref, want: ensure, claimant: ref, Want: replica.Want{Hash: hash}, typ: corev1.SecretTypeOpaque, object: "Secret prod/db", existing: existing}
 	}
 	with := func(f pairFacts, change func(*pairFacts)) pairFacts { change(&f); return f }
 
@@ -48,72 +49,72 @@ func TestPlanPair(t *testing.T) {
 			plan{action: create, state: writtenState}},
 		{"replica deleted → recreated", ensuring(nil),
 			plan{action: create, state: writtenState}},
-		{"restart or leader change writes nothing when in sync", ensuring(replica(ours(hash), hash)),
+		{"restart or leader change writes nothing when in sync", ensuring(held(ours(hash), hash)),
 			plan{state: inSyncState}},
-		{"source content changed → every replica updated", ensuring(replica(ours("h1"), "h1")),
+		{"source content changed → every replica updated", ensuring(held(ours("h1"), "h1")),
 			plan{action: update, state: writtenState}},
-		{"a replica's content changed by someone else is reverted", ensuring(replica(ours(hash), "edited")),
+		{"a replica's content changed by someone else is reverted", ensuring(held(ours(hash), "edited")),
 			plan{action: update, state: writtenState, reverted: true}},
-		{"courier's annotation edited is reverted", ensuring(replica(edited(func(m *metav1.ObjectMeta) { m.Annotations[wellknown.ContentHash] = "x" }), hash)),
+		{"courier's annotation edited is reverted", ensuring(held(edited(func(m *metav1.ObjectMeta) { m.Annotations[wellknown.ContentHash] = "x" }), hash)),
 			plan{action: update, state: writtenState, reverted: true}},
-		{"courier's label removed is reverted", ensuring(replica(edited(func(m *metav1.ObjectMeta) { delete(m.Labels, wellknown.ManagedBy) }), hash)),
+		{"courier's label removed is reverted", ensuring(held(edited(func(m *metav1.ObjectMeta) { delete(m.Labels, wellknown.ManagedBy) }), hash)),
 			plan{action: update, state: writtenState, reverted: true}},
-		{"a label of someone else's added to a replica is left alone", ensuring(replica(edited(func(m *metav1.ObjectMeta) { m.Labels["team"] = "a" }), hash)),
+		{"a label of someone else's added to a replica is left alone", ensuring(held(edited(func(m *metav1.ObjectMeta) { m.Labels["team"] = "a" }), hash)),
 			plan{state: inSyncState}},
 		{"source immutable changed → replica deleted and created again",
-			with(ensuring(replica(ours(hash), hash)), func(f *pairFacts) { f.immutable = true }),
+			with(ensuring(held(ours(hash), hash)), func(f *pairFacts) { f.immutable = true }),
 			plan{action: recreate, state: writtenState}},
 		{"a replica made immutable by someone else is recreated as a revert",
 			ensuring(&replicaFacts{meta: ours(hash), hash: hash, typ: corev1.SecretTypeOpaque, immutable: true}),
 			plan{action: recreate, state: writtenState, reverted: true}},
 		{"source type changed → replica deleted and created again",
-			with(ensuring(replica(ours(hash), hash)), func(f *pairFacts) { f.typ = corev1.SecretTypeTLS }),
+			with(ensuring(held(ours(hash), hash)), func(f *pairFacts) { f.typ = corev1.SecretTypeTLS }),
 			plan{action: recreate, state: writtenState}},
-		{"an object courier did not create is never modified: ReplicaConflict", ensuring(replica(foreign, "x")),
+		{"an object courier did not create is never modified: ReplicaConflict", ensuring(held(foreign, "x")),
 			plan{action: conflict, state: conflictState, reason: "Secret prod/db exists and was not created by courier; it is left untouched"}},
 		{"another installation's replica is never modified: ReplicaConflict",
-			ensuring(replica(func() metav1.Object {
+			ensuring(held(func() metav1.Object {
 				m := ours(hash).(*metav1.ObjectMeta)
 				m.Annotations[wellknown.Installation] = "ops"
 				return m
 			}(), hash)),
 			plan{action: conflict, state: conflictState, reason: "Secret prod/db exists and was not created by courier; it is left untouched"}},
 		{"another installation's replica is never deleted",
-			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(func() metav1.Object {
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: held(func() metav1.Object {
 				m := ours(hash).(*metav1.ObjectMeta)
 				m.Annotations[wellknown.Installation] = "ops"
 				return m
 			}(), "")},
 			plan{state: forgetState}},
 		{"an object courier did not create is never deleted",
-			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(foreign, "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: held(foreign, "")},
 			plan{state: forgetState}},
 		{"two sources claim one name: the older wins, the younger gets the event",
-			with(ensuring(replica(theirs("other/db"), hash)), func(f *pairFacts) { f.claimant = "other/db" }),
+			with(ensuring(held(theirs("other/db"), hash)), func(f *pairFacts) { f.claimant = "other/db" }),
 			plan{action: conflict, state: conflictState, reason: "the older source other/db wins"}},
 		{"the older source takes over the younger's replica (no revert)",
 			ensuring(&replicaFacts{meta: theirs("other/db"), hash: hash, typ: corev1.SecretTypeOpaque, ownerIsSource: true}),
 			plan{action: update, state: writtenState}},
 		{"a replica naming a source that does not exist is taken over as a revert",
-			ensuring(replica(theirs("gone/db"), hash)),
+			ensuring(held(theirs("gone/db"), hash)),
 			plan{action: update, state: writtenState, reverted: true}},
 		{"selector narrowed or annotation removed → replica deleted",
-			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: held(ours(hash), "")},
 			plan{action: del, state: forgetState}},
 		{"source deleted → replica deleted",
-			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: held(ours(hash), "")},
 			plan{action: del, state: forgetState}},
 		{"no longer targeted, another source wants the name here: handed over, not deleted",
-			pairFacts{installation: testInstallation, ref: ref, want: remove, claimant: "other/db", existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, claimant: "other/db", existing: held(ours(hash), "")},
 			plan{action: handOver, state: forgetState}},
 		{"another source's replica is not ours to remove",
-			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: replica(theirs("other/db"), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: remove, existing: held(theirs("other/db"), "")},
 			plan{state: forgetState}},
 		{"not targeted and nothing there: nothing",
 			pairFacts{installation: testInstallation, ref: ref, want: remove},
 			plan{state: forgetState}},
 		{"an invalid selector changes nothing (existing replicas stay)",
-			pairFacts{installation: testInstallation, ref: ref, want: leave, existing: replica(ours(hash), "")},
+			pairFacts{installation: testInstallation, ref: ref, want: leave, existing: held(ours(hash), "")},
 			plan{}},
 		{"a namespace being deleted gets nothing",
 			pairFacts{installation: testInstallation, ref: ref, want: leave},
@@ -134,33 +135,33 @@ func TestPlanPair(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	const ref, hash = "platform/db", "h"
-	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, Want{Hash: hash}, nil)
-	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, Want{Hash: hash}, nil)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, replica.Want{Hash: hash}, nil)
+	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, replica.Want{Hash: hash}, nil)
 	tests := []struct {
 		name    string
 		obj     metav1.Object
 		objHash string
-		want    Found
+		want    replica.Found
 	}{
-		{"nothing", nil, "", Missing},
-		{"a stranger's object", &metav1.ObjectMeta{Name: "db"}, hash, Foreign},
-		{"another source's replica", &other, hash, OtherSources},
-		{"ours, content differs", &m, "old", Stale},
-		{"ours, equal", &m, hash, InSync},
+		{"nothing", nil, "", replica.Missing},
+		{"a stranger's object", &metav1.ObjectMeta{Name: "db"}, hash, replica.Foreign},
+		{"another source's replica", &other, hash, replica.OtherSources},
+		{"ours, content differs", &m, "old", replica.Stale},
+		{"ours, equal", &m, hash, replica.InSync},
 		{"made before replicas named their installation", func() metav1.Object {
 			legacy := *m.DeepCopy()
 			delete(legacy.Annotations, wellknown.Installation)
 			return &legacy
-		}(), hash, InSync},
+		}(), hash, replica.InSync},
 		{"another installation's replica", func() metav1.Object {
 			theirs := *m.DeepCopy()
 			theirs.Annotations[wellknown.Installation] = "ops"
 			return &theirs
-		}(), hash, Foreign},
+		}(), hash, replica.Foreign},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Classify(testInstallation, ref, Want{Hash: hash}, tt.obj, tt.objHash); got != tt.want {
+			if got := replica.Classify(testInstallation, ref, replica.Want{Hash: hash}, tt.obj, tt.objHash); got != tt.want {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
 			}
 		})

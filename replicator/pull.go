@@ -13,6 +13,8 @@ import (
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/replica"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -28,7 +30,7 @@ const opPull = "pull"
 // enqueuePulls enqueues the pull of m, if m pulls from a source, and of
 // every object pulling from m.
 func (c *Controller) enqueuePulls(kind string, m metav1.Object, seen time.Time) {
-	if _, via := source.PullFrom(m.GetAnnotations(), m.GetNamespace(), c.opts.Compat); via != "" {
+	if role.Of(m, "", c.roles).PullVia != "" {
 		c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Pull: true}, seen)
 	}
 	pulls, _ := c.objects[kind].byIndex(informers.PullsBySource, m.GetNamespace()+"/"+m.GetName())
@@ -49,14 +51,15 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	if err != nil || t == nil {
 		return err
 	}
-	ref, via := source.PullFrom(t.meta.GetAnnotations(), k.Namespace, c.opts.Compat)
+	r := c.roleOf(t)
+	ref, via := r.PullRef, r.PullVia
 	if via == "" || t.meta.GetDeletionTimestamp() != nil {
 		return nil
 	}
 	if _, err := c.namespaces.Get(k.Namespace); err != nil {
 		return err // not in the cache yet: retried (quietly) until it is
 	}
-	src, why := c.pullSource(k, o, t, ref, via)
+	src, why := c.pullSource(k, o, t, r)
 	if why != "" {
 		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
 			"%s=%q is not honoured: %s. Nothing is written to this %s until that changes", via, ref, why, k.Kind))
@@ -82,7 +85,10 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 		return nil
 	}
 	ours := map[string]string{wellknown.PulledFrom: ref, wellknown.ContentHash: hash, wellknown.Via: via}
-	err = c.write(k, seen, opPull, func() error { return o.update(ctx, o.pulled(t, src, spec, ours)) })
+	err = c.write(k, seen, opPull, func() error {
+		_, err := c.writer.Update(ctx, o.pulled(t, src, spec, ours))
+		return err
+	})
 	if err == nil && reverted {
 		c.reverted(k, t, at, fmt.Sprintf(
 			"this %s pulls from %s (%s) and was changed by someone other than courier; it has been reverted to the source's content. Change the source instead, or remove %s",
@@ -93,14 +99,15 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 
 // pullSource returns the source t pulls from, or why courier does not
 // honour the pull.
-func (c *Controller) pullSource(k key, o *objects, t *item, ref, via string) (*item, string) {
+func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item, string) {
+	ref, via := r.PullRef, r.PullVia
 	srcNS, srcName, err := cache.SplitMetaNamespaceKey(ref)
 	switch {
 	case err != nil || srcNS == "" || srcName == "":
 		return nil, "the value must be <namespace>/<name>"
 	case srcNS == k.Namespace && srcName == k.Name:
 		return nil, "it names this object itself"
-	case markedAsReplica(t.meta) || c.isSourceMeta(t.meta):
+	case r.Kind != role.PullTarget || r.Pushes:
 		return nil, "this object is a courier replica or a source itself"
 	case !c.opts.SourceNamespaces.Match(srcNS):
 		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
@@ -161,5 +168,5 @@ func withAnnotations(a, ours map[string]string) map[string]string {
 // copies of a source in srcNS (a namespace not yet in the cache may not).
 func (c *Controller) eligible(ns, srcNS string) bool {
 	n, err := c.namespaces.Get(ns)
-	return err == nil && Eligible(n, srcNS, c.opts.ExcludeNamespaces)
+	return err == nil && replica.Eligible(n, srcNS, c.opts.ExcludeNamespaces)
 }

@@ -16,15 +16,17 @@ import (
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
-	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/replica"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Event reasons.
 const (
-	ReasonSourceNotAllowed    = "SourceNotAllowed"
-	ReasonSourceNotReplicable = "SourceNotReplicable"
+	ReasonSourceNotAllowed    = role.SourceNotAllowed
+	ReasonSourceNotReplicable = role.SourceNotReplicable
 	ReasonInvalidSelector     = "InvalidSelector"
 	ReasonInvalidAnnotation   = "InvalidAnnotation"
 	ReasonReplicateKeyMissing = "ReplicateKeyMissing"
@@ -56,25 +58,6 @@ func (k key) String() string {
 	return k.Kind + " " + k.sourceRef() + " → " + k.Target
 }
 
-// systemNamespaces never receive replicas.
-var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true}
-
-// Eligible reports whether ns may receive replicas of a source living in
-// sourceNamespace, whatever the selector.
-func Eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
-	switch {
-	case ns.Name == sourceNamespace, systemNamespaces[ns.Name], exclude.Match(ns.Name):
-		return false
-	case ns.Labels[wellknown.Replication] == "disabled":
-		return false
-	}
-	return !terminating(ns)
-}
-
-func terminating(ns *corev1.Namespace) bool {
-	return ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating
-}
-
 // olderFirst orders sources oldest first (creation time, then namespace).
 func olderFirst(a, b *item) bool {
 	ta, tb := a.meta.GetCreationTimestamp(), b.meta.GetCreationTimestamp()
@@ -87,20 +70,15 @@ func olderFirst(a, b *item) bool {
 // sourceState reports whether src is a source courier acts on and, when it
 // is not for a reason its owner must hear of, the Event reason.
 func (c *Controller) sourceState(src *item) (ok bool, problem string) {
-	m := src.meta
-	if !source.IsSource(m.GetAnnotations(), c.opts.Compat) {
+	r := c.roleOf(src)
+	switch {
+	case !r.Pushes:
 		return false, ""
-	}
-	if !c.opts.SourceNamespaces.Match(m.GetNamespace()) {
-		return false, ReasonSourceNotAllowed
-	}
-	if src.typ == corev1.SecretTypeServiceAccountToken {
-		return false, ReasonSourceNotReplicable
-	}
-	if markedAsReplica(m) {
+	case r.Problem != "":
+		return false, r.Problem
+	case r.Kind != role.Source:
 		return false, "" // a replica, of any installation, is never a source
-	}
-	if m.GetDeletionTimestamp() != nil || content.IsDigested(m) {
+	case src.meta.GetDeletionTimestamp() != nil || content.IsDigested(src.meta):
 		return false, ""
 	}
 	return true, ""
@@ -108,7 +86,7 @@ func (c *Controller) sourceState(src *item) (ok bool, problem string) {
 
 // decide is what the pair (src, ns) needs. src or ns may be nil (gone).
 func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
-	if ns == nil || terminating(ns) {
+	if ns == nil || namespaces.Terminating(ns) {
 		return leave
 	}
 	if src == nil {
@@ -121,7 +99,7 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 	if err != nil || c.invalidSpec(src) {
 		return leave // existing replicas stay until the annotation is fixed
 	}
-	if Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && targets.Matches(ns) {
+	if replica.Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && targets.Matches(ns) {
 		return ensure
 	}
 	return remove
@@ -138,7 +116,7 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, exi
 	}
 	holder := ""
 	if existing != nil {
-		if owner, managed := ownerOf(existing.meta, c.opts.Installation); managed {
+		if owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation); managed {
 			holder = owner
 		}
 	}
@@ -240,7 +218,7 @@ func (c *Controller) syncSource(k key) error {
 		return err
 	}
 	for _, ns := range namespaces {
-		if Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && targets.Matches(ns) {
+		if replica.Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && targets.Matches(ns) {
 			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name}, seen)
 		}
 	}
@@ -312,14 +290,15 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			return nil
 		}
 		return c.write(k, seen, opDelete, func() error {
-			return o.delete(ctx, k.Target, k.Name, preconditions(existing.meta))
+			return c.writer.Delete(ctx, k.Kind, existing.meta)
 		})
 	case create:
 		if c.heldByFlapping(k, seen) {
 			return nil
 		}
 		err := c.write(k, seen, opCreate, func() error {
-			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
+			_, err := c.writer.Create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
+			return err
 		})
 		if apierrors.IsAlreadyExists(err) && k.Kind == kindSecret && c.queue.NumRequeues(k) > 0 {
 			// A retry later the cache still has nothing of that name: it is
@@ -343,14 +322,16 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	}
 	if p.action == recreate {
 		err = c.write(k, seen, opRecreate, func() error {
-			if err := o.delete(ctx, k.Target, k.Name, preconditions(existing.meta)); err != nil && !apierrors.IsNotFound(err) {
+			if err := c.writer.Delete(ctx, k.Kind, existing.meta); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			return o.create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
+			_, err := c.writer.Create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
+			return err
 		})
 	} else {
 		err = c.write(k, seen, opUpdate, func() error {
-			return o.update(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, existing.meta)))
+			_, err := c.writer.Update(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, existing.meta)))
+			return err
 		})
 	}
 	c.states.set(k, err)
@@ -413,7 +394,7 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 			return f, err // decide said ensure: it parsed
 		}
 		f.spec, f.typ, f.immutable = spec, src.typ, src.immutable
-		f.Want = Want{Hash: c.hash(src, spec), Copied: spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())}
+		f.Want = replica.Want{Hash: c.hash(src, spec), Copied: spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())}
 		if !targets.Native() {
 			f.Via = targets.Via
 		}
@@ -423,7 +404,7 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		if f.want == ensure {
 			e.hash = content.Hash(existing.entries())
 		}
-		if owner, managed := ownerOf(existing.meta, c.opts.Installation); managed && owner != f.ref {
+		if owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation); managed && owner != f.ref {
 			e.ownerIsSource = c.isSource(o, owner)
 		}
 		f.existing = e
@@ -487,7 +468,7 @@ func (c *Controller) warn(src *item, reason, msg string) {
 // that raced ours; they are retried without being logged as failures.
 func isQuiet(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
-		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) || errors.Is(err, context.Canceled)
+		namespaces.Refused(err) || errors.Is(err, context.Canceled)
 }
 
 // failed tells the source's owner that its replica in k.Target could not be

@@ -21,6 +21,8 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/replica"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -72,7 +74,7 @@ func TestEligible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Eligible(tt.ns, "platform", exclude); got != tt.want {
+			if got := replica.Eligible(tt.ns, "platform", exclude); got != tt.want {
 				t.Errorf("eligible = %v, want %v", got, tt.want)
 			}
 		})
@@ -81,7 +83,7 @@ func TestEligible(t *testing.T) {
 
 func TestTampered(t *testing.T) {
 	good := func() *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, Want{Hash: "h1"}, nil)}
+		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, replica.Want{Hash: "h1"}, nil)}
 	}
 	tests := []struct {
 		name   string
@@ -99,7 +101,7 @@ func TestTampered(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := good()
 			tt.change(s)
-			if got := tampered(s, "h1", "p/s"); got != tt.want {
+			if got := replica.Tampered(s, "h1", "p/s"); got != tt.want {
 				t.Errorf("tampered = %v, want %v", got, tt.want)
 			}
 		})
@@ -120,7 +122,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	sources := globs.List{"platform*"}
-	inf, err := informers.New(client, sources.Match, "courier", source.Compat{})
+	inf, err := informers.New(client, role.Config{Allowed: sources.Match, Namespace: "courier"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transform := informers.Transform(informers.SourcesIn(sources.Match, "courier", source.Compat{}))
+	transform := informers.Transform(informers.SourcesIn(role.Config{Allowed: sources.Match, Namespace: "courier"}))
 	for _, o := range objs {
 		o, _ := transform(o.DeepCopyObject())
 		var err error
@@ -187,7 +189,7 @@ func sourceSecret(selector string, data map[string]string) *corev1.Secret {
 func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
 	var entries = content.Entries(src)
 	return &corev1.Secret{
-		ObjectMeta: replicaMeta(src, target, testInstallation, Want{Hash: content.Hash(entries)}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
+		ObjectMeta: replicaMeta(src, target, testInstallation, replica.Want{Hash: content.Hash(entries)}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
 		Type:       src.Type, Data: src.Data,
 	}
 }
@@ -425,7 +427,7 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 		t.Fatalf("no ConfigMap created; writes %v", f.writes())
 	}
 	hash := content.Hash(content.Entries(src))
-	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", testInstallation, Want{Hash: hash}, nil), Data: src.Data, BinaryData: src.BinaryData}
+	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", testInstallation, replica.Want{Hash: hash}, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)
 	}

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/courier-k8s/courier/internal/namespaces"
 )
 
 // Workers is how many Events are sent at once, and Queue how many may wait
@@ -75,7 +77,7 @@ func (s *Sink) send(e *corev1.Event) {
 		switch {
 		case err == nil || apierrors.IsAlreadyExists(err):
 			return
-		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) || apierrors.IsNotFound(err):
+		case namespaces.Refused(err) || apierrors.IsNotFound(err):
 			// Its namespace is being deleted, or gone, and the object with it
 			// (the refusal itself is not logged: it reads like a missing
 			// permission, which is logged, below).

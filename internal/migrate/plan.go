@@ -18,11 +18,12 @@ import (
 
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/stakater"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
-	"github.com/courier-k8s/courier/reloader"
 )
 
 // Report is what `courier migrate` prints.
@@ -124,24 +125,24 @@ func (obj *Object) add(key, value string, existing map[string]string) {
 func planContent(kind string, m metav1.Object, f map[string]string, namespaces []string, o Options) Object {
 	obj := Object{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Found: f}
 	a := m.GetAnnotations()
-	all := source.Compat{Replicator: true, Reflector: true}
+	r := role.Of(m, "", role.Config{Compat: source.Compat{Replicator: true, Reflector: true}, Allowed: o.SourceNamespaces.Match})
 	if tool := source.CopiedBy(a); tool != "" {
 		obj.note(firstOf(f, source.MittwaldReplicatedFromVersion, source.ReflectorReflects),
 			"a copy "+tool+" made (unless it also pulls): courier leaves it and reports a ReplicaConflict for it; once "+tool+" no longer runs, delete it and courier creates its replica")
 	}
-	if ref, via := source.PullFrom(a, m.GetNamespace(), all); via != "" {
-		obj.note(via, "a pull from "+ref+": courier honours it only with --compat (courier.dev/ has no pull: sources push). Keep --compat for it, or, where it has its source's name, let the source select this namespace in courier.dev/replicate-to")
+	if r.PullVia != "" {
+		obj.note(r.PullVia, "a pull from "+r.PullRef+": courier honours it only with --compat (courier.dev/ has no pull: sources push). Keep --compat for it, or, where it has its source's name, let the source select this namespace in courier.dev/replicate-to")
 	}
-	if source.IsSource(a, all) {
+	if r.Pushes {
 		planSource(&obj, a, namespaces, o)
-	} else if source.AllowsPulls(a, all) {
+	} else if r.AllowsPulls {
 		obj.note(firstOf(f, source.MittwaldAllowed, source.ReflectorAllowed), "lets objects pull from it: read with --compat for them; there is nothing to add")
 	}
 	for k := range f {
 		switch k {
-		case reloader.StakaterMatch:
+		case stakater.Match:
 			obj.note(k, "read for the workloads that search: courier.dev/reload-on on each names this object")
-		case reloader.StakaterIgnore:
+		case stakater.Ignore:
 			obj.note(k, "courier has no per-object opt-out: the courier.dev/reload-on this migration writes on workloads leaves this object out (courier.dev/reload: \"true\" on a workload would not)")
 		case source.MittwaldPrefix + "strip-labels", source.MittwaldPrefix + "strip-annotations":
 			obj.note(k, "courier copies no labels or annotations unless courier.dev/copy-labels or copy-annotations lists them")
@@ -266,33 +267,33 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 			}
 			return in.GetAnnotations()[k]
 		}
-		v, bad := reloader.Stakater(ref.Kind, ref.Name, a, tmpl.Annotations, inputAnnotation, o.ReloadAll)
+		v, bad := stakater.Decide(ref.Kind, ref.Name, a, tmpl.Annotations, inputAnnotation, o.ReloadAll)
 		for _, b := range bad {
-			obj.note(reloader.StakaterTypedReload(ref.Kind), strconv.Quote(b)+" is not a valid regular expression; Reloader and courier skip it")
+			obj.note(stakater.TypedReload(ref.Kind), strconv.Quote(b)+" is not a valid regular expression; Reloader and courier skip it")
 		}
 		switch v {
-		case reloader.StakaterReload:
+		case stakater.Reload:
 			reloaded = append(reloaded, ref.ID())
-		case reloader.StakaterBlocked:
+		case stakater.Blocked:
 			blocked++
 		}
 	}
 	switch {
 	case len(reloaded) > 0 && len(reloaded) == len(refs) &&
-		source.IsTrue(reloader.StakaterAnnotations(wellknown.KindSecret, a, tmpl.Annotations)[reloader.StakaterAuto]) &&
-		source.IsTrue(reloader.StakaterAnnotations(wellknown.KindConfigMap, a, tmpl.Annotations)[reloader.StakaterAuto]):
+		source.IsTrue(stakater.Annotations(wellknown.KindSecret, a, tmpl.Annotations)[stakater.Auto]) &&
+		source.IsTrue(stakater.Annotations(wellknown.KindConfigMap, a, tmpl.Annotations)[stakater.Auto]):
 		obj.add(wellknown.Reload, "true", a)
 	case len(reloaded) > 0:
 		obj.add(wellknown.ReloadOn, strings.Join(reloaded, ", "), a)
 		if o.ReloadAll && blocked < len(refs)-len(reloaded) {
-			obj.note(reloader.StakaterAuto, "under --reload-all courier also reloads it for the inputs not listed")
+			obj.note(stakater.Auto, "under --reload-all courier also reloads it for the inputs not listed")
 		}
 	case blocked > 0 && blocked == len(refs) && o.ReloadAll:
 		obj.add(wellknown.Reload, "false", a)
 	}
 	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {
-		key := reloader.StakaterTypedReload(kind)
-		for _, it := range source.Items(reloader.StakaterAnnotations(kind, a, tmpl.Annotations)[key]) {
+		key := stakater.TypedReload(kind)
+		for _, it := range source.Items(stakater.Annotations(kind, a, tmpl.Annotations)[key]) {
 			if len(validation.IsDNS1123Subdomain(it)) > 0 {
 				obj.note(key, strconv.Quote(it)+" is a pattern: written out as the objects the workload consumes now")
 			} else if !consumes(refs, kind, it) {
@@ -309,7 +310,7 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 		}
 	}
 	if obj.Add == nil && len(obj.NotHonoured) == 0 {
-		obj.note(firstOf(f, reloader.StakaterAuto, reloader.StakaterSearch), "opts the workload in for none of what it consumes now; nothing to add")
+		obj.note(firstOf(f, stakater.Auto, stakater.Search), "opts the workload in for none of what it consumes now; nothing to add")
 	}
 	return obj
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -36,7 +37,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 		err := each(ctx, metaLister(meta, gvr), opts, func(obj runtime.Object) error {
 			m := obj.(*metav1.PartialObjectMetadata)
 			o := Object{Kind: kind, Meta: m}
-			if source.IsSource(m.GetAnnotations(), compat) {
+			if role.Of(m, "", role.Config{Compat: compat}).Pushes {
 				h, err := sourceHash(ctx, client, kind, m.Namespace, m.Name)
 				if err != nil {
 					return err

@@ -19,10 +19,11 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/replica"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
-	"github.com/courier-k8s/courier/replicator"
 )
 
 // Report is what `courier status` prints.
@@ -84,6 +85,12 @@ type Options struct {
 	SourceNamespaces, ExcludeNamespaces globs.List
 }
 
+// roleOf is what m is to the courier these Options describe (package
+// role); a push does not depend on the type, which metadata lacks.
+func (o Options) roleOf(m metav1.Object) role.Role {
+	return role.Of(m, "", role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation})
+}
+
 // Cluster is what the report is built from.
 type Cluster struct {
 	Namespaces []corev1.Namespace
@@ -138,7 +145,7 @@ func Build(c Cluster, o Options) Report {
 	}
 	var r Report
 	for _, obj := range c.Objects {
-		if source.IsSource(obj.Meta.GetAnnotations(), o.Compat) {
+		if o.roleOf(obj.Meta).Pushes {
 			r.Sources = append(r.Sources, build(obj, c, byName, o))
 		}
 	}
@@ -161,19 +168,19 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 	}
 	spec, specErr := source.Parse(a)
 	switch {
-	case !o.SourceNamespaces.Match(s.Namespace):
+	case o.roleOf(m).Problem == role.SourceNotAllowed:
 		s.Problem = "namespace not in --source-namespaces; ignored"
 	case err != nil:
 		s.Problem = "invalid selector: " + err.Error()
 	case specErr != nil:
 		s.Problem = "invalid annotation: " + specErr.Error()
 	}
-	want := replicator.Want{Hash: src.Hash, Copied: spec.Copied(m.GetLabels(), a), Via: s.Via}
+	want := replica.Want{Hash: src.Hash, Copied: spec.Copied(m.GetLabels(), a), Via: s.Via}
 	replicaNamespaces := map[string]bool{}
 	if s.Problem == "" {
 		for i := range c.Namespaces {
 			ns := &c.Namespaces[i]
-			if !replicator.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !targets.Matches(ns) {
+			if !replica.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !targets.Matches(ns) {
 				continue
 			}
 			s.Targets++
@@ -184,15 +191,15 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			if got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]; ok {
 				obj, held = got.Meta, got.Meta.GetAnnotations()[wellknown.ContentHash]
 			}
-			switch replicator.Classify(o.Installation, ref, want, obj, held) {
-			case replicator.Missing:
+			switch replica.Classify(o.Installation, ref, want, obj, held) {
+			case replica.Missing:
 				s.Error++
-			case replicator.Foreign, replicator.OtherSources:
+			case replica.Foreign, replica.OtherSources:
 				s.Conflict++
-			case replicator.InSync:
+			case replica.InSync:
 				s.InSync++
 				replicaNamespaces[ns.Name] = true
-			case replicator.Stale:
+			case replica.Stale:
 				s.Error++
 				replicaNamespaces[ns.Name] = true
 			}

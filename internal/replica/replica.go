@@ -1,0 +1,111 @@
+// Package replica says what holds a source's name in a target namespace
+// (Classify) and which namespaces may hold replicas at all (Eligible): the
+// one definition the replicator and `courier status` share. It decides from
+// what it is given; it reads and writes nothing.
+package replica
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+// Found is what holds a source's name in a target namespace, as courier
+// classifies it.
+type Found int
+
+const (
+	// Missing: nothing holds the name.
+	Missing Found = iota
+	// Foreign: an object courier did not create (none of its markers).
+	Foreign
+	// OtherSources: a replica courier made for another source of that name.
+	OtherSources
+	// Stale: this source's replica, whose content or markers differ from
+	// what courier would write now.
+	Stale
+	// InSync: this source's replica, equal to the source.
+	InSync
+)
+
+// Want is what a source's replica holds beyond courier's markers.
+type Want struct {
+	// Hash is the content hash of the keys it holds.
+	Hash string
+	// Copied is the metadata copied from the source.
+	Copied source.Record
+	// Via names the other tool's annotation that made it ("" for courier's own).
+	Via string
+}
+
+// Classify says what obj (nil: nothing) is, to the courier installation
+// running in namespace installation, where the source ref wants its replica
+// as want says; objHash is the content hash of what obj holds. Another
+// installation's replica is Foreign.
+func Classify(installation, ref string, want Want, obj metav1.Object, objHash string) Found {
+	if obj == nil {
+		return Missing
+	}
+	owner, managed := OwnerOf(obj, installation)
+	switch {
+	case !managed:
+		return Foreign
+	case owner != ref:
+		return OtherSources
+	case objHash != want.Hash || Tampered(obj, want.Hash, ref) ||
+		source.RecordOf(obj.GetAnnotations()).Encode() != want.Copied.Encode() || obj.GetAnnotations()[wellknown.Via] != want.Via:
+		return Stale
+	}
+	return InSync
+}
+
+// OwnerOf tells whether this installation of courier created m (any of its
+// markers is enough, so a stripped label is reverted rather than taken for a
+// stranger's object; a replica that names another installation is not) and
+// which source it belongs to ("" if that annotation is gone). A replica
+// naming no installation was made before replicas named one: it is taken as
+// this installation's.
+func OwnerOf(m metav1.Object, installation string) (source string, managed bool) {
+	if inst, ok := m.GetAnnotations()[wellknown.Installation]; ok && inst != installation {
+		return "", false
+	}
+	source, hasSource := m.GetAnnotations()[wellknown.Source]
+	l := m.GetLabels()
+	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
+}
+
+// Marked reports whether m is a replica of any installation: it names one,
+// or carries another of courier's replica markers.
+func Marked(m metav1.Object) bool {
+	_, managed := OwnerOf(m, "")
+	return managed || m.GetAnnotations()[wellknown.Installation] != ""
+}
+
+// Tampered reports whether a replica courier wrote was changed since: its
+// content no longer matches the hash courier stamped on it, or courier's
+// labels or annotations, or the metadata it copied, were edited.
+func Tampered(m metav1.Object, hash string, sourceRef string) bool {
+	l, a := m.GetLabels(), m.GetAnnotations()
+	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
+		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true" ||
+		!source.RecordOf(a).Carried(l, a)
+}
+
+// systemNamespaces never receive replicas.
+var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// Eligible reports whether ns may receive replicas of a source living in
+// sourceNamespace, whatever the selector.
+func Eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
+	switch {
+	case ns.Name == sourceNamespace, systemNamespaces[ns.Name], exclude.Match(ns.Name):
+		return false
+	case ns.Labels[wellknown.Replication] == "disabled":
+		return false
+	}
+	return !namespaces.Terminating(ns)
+}
