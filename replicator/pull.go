@@ -107,8 +107,10 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 		return nil, "the value must be <namespace>/<name>"
 	case srcNS == k.Namespace && srcName == k.Name:
 		return nil, "it names this object itself"
-	case r.Kind != role.PullTarget || r.Pushes:
-		return nil, "this object is a courier replica or a source itself"
+	case r.Kind == role.Source:
+		return nil, "this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + via + ", or make another object pull"
+	case r.Kind != role.PullTarget:
+		return nil, "this object is a courier " + r.Kind.String() + " itself"
 	case !c.opts.SourceNamespaces.Match(srcNS):
 		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
 	case !c.eligible(k.Namespace, srcNS):

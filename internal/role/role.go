@@ -123,9 +123,9 @@ func Of(m metav1.Object, typ corev1.SecretType, cfg Config) Role {
 		r.Kind = Backup
 	case replica.Marked(m):
 		r.Kind = Replica
-	case r.PullVia != "":
-		r.Kind, r.Keep = PullTarget, Applied
 	case r.Pushes || r.AllowsPulls || l[wellknown.Protect] == "true":
+		// A source that also pulls stays a source: its pull is refused
+		// (PullRefused), never its replicas, its backup or its values.
 		r.Kind = Source
 		r.Protected = l[wellknown.Protect] == "true" && r.Allowed && len(m.GetOwnerReferences()) == 0
 		switch {
@@ -134,6 +134,8 @@ func Of(m metav1.Object, typ corev1.SecretType, cfg Config) Role {
 		case r.Pushes && typ == corev1.SecretTypeServiceAccountToken:
 			r.Problem = SourceNotReplicable
 		}
+	case r.PullVia != "":
+		r.Kind, r.Keep = PullTarget, Applied
 	}
 	if (r.Kind == Source || r.Kind == Backup) && r.Allowed {
 		r.Keep = Values
