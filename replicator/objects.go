@@ -96,7 +96,7 @@ func newSecrets(indexer cache.Indexer) *objects {
 		pulled:  pulledSecret,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			s := src.obj.(*corev1.Secret)
-			return &corev1.Secret{ObjectMeta: m, Type: s.Type, Data: spec.SecretData(s.Data), Immutable: s.Immutable}
+			return &corev1.Secret{ObjectMeta: m, Type: spec.Type(s.Type), Data: spec.SecretData(s.Data), Immutable: s.Immutable}
 		},
 	}
 }

@@ -393,7 +393,7 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		if err != nil {
 			return f, err // decide said ensure: it parsed
 		}
-		f.spec, f.typ, f.immutable = spec, src.typ, src.immutable
+		f.spec, f.typ, f.immutable = spec, spec.Type(src.typ), src.immutable
 		f.Want = replica.Want{Hash: c.hash(src, spec), Copied: spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())}
 		if !targets.Native() {
 			f.Via = targets.Via

@@ -211,6 +211,31 @@ func (s Spec) Entries(all []content.Entry) []content.Entry {
 	return out
 }
 
+// requiredKeys are the keys the API server requires of a Secret of each
+// type (its validation): a replica holding only some keys keeps its source's
+// type only when the list keeps these.
+var requiredKeys = map[corev1.SecretType][]string{
+	corev1.SecretTypeTLS:              {corev1.TLSCertKey, corev1.TLSPrivateKeyKey},
+	corev1.SecretTypeSSHAuth:          {corev1.SSHAuthPrivateKey},
+	corev1.SecretTypeDockerConfigJson: {corev1.DockerConfigJsonKey},
+	corev1.SecretTypeDockercfg:        {corev1.DockerConfigKey},
+	corev1.SecretTypeBootstrapToken:   {"token-id", "token-secret"},
+}
+
+// Type is the type of a replica of a Secret of type typ ("" for a
+// ConfigMap): the source's, unless the listed keys leave out a key that
+// type requires (replicate-keys "ca.crt, tls.crt" on a kubernetes.io/tls
+// source); then Opaque, for the API server refuses the source's type
+// without that key, and courier never copies an unlisted key to satisfy it.
+func (s Spec) Type(typ corev1.SecretType) corev1.SecretType {
+	for _, k := range requiredKeys[typ] {
+		if !s.Holds(k) {
+			return corev1.SecretTypeOpaque
+		}
+	}
+	return typ
+}
+
 // Missing returns the listed keys that has says the source does not have.
 func (s Spec) Missing(has func(key string) bool) []string {
 	var out []string

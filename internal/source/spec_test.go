@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -93,5 +94,35 @@ func TestApplyReplacesThePreviousCopy(t *testing.T) {
 	Apply(labels, annotations, want, Record{})
 	if _, ok := annotations[wellknown.CopiedMetadata]; ok || labels["kept"] != "" {
 		t.Errorf("copying nothing any more left %v %v", labels, annotations)
+	}
+}
+
+func TestTypeOfAReplicaHoldingSomeKeys(t *testing.T) {
+	keys := func(v string) Spec {
+		s, err := Parse(map[string]string{wellknown.ReplicateKeys: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name string
+		spec Spec
+		typ  corev1.SecretType
+		want corev1.SecretType
+	}{
+		{"every key keeps the type", Spec{}, corev1.SecretTypeTLS, corev1.SecretTypeTLS},
+		{"a CA bundle without its private key is Opaque", keys("ca.crt, tls.crt"), corev1.SecretTypeTLS, corev1.SecretTypeOpaque},
+		{"both TLS keys keep the type", keys("tls.crt, tls.key"), corev1.SecretTypeTLS, corev1.SecretTypeTLS},
+		{"docker config without its key is Opaque", keys("other"), corev1.SecretTypeDockerConfigJson, corev1.SecretTypeOpaque},
+		{"basic-auth requires no key", keys("username"), corev1.SecretTypeBasicAuth, corev1.SecretTypeBasicAuth},
+		{"Opaque stays Opaque", keys("a"), corev1.SecretTypeOpaque, corev1.SecretTypeOpaque},
+		{"a ConfigMap has no type", keys("a"), "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.spec.Type(tt.typ); got != tt.want {
+				t.Errorf("Type(%q) = %q, want %q", tt.typ, got, tt.want)
+			}
+		})
 	}
 }
