@@ -163,6 +163,9 @@ func (c *Controller) Restoring(kind, namespace, name string) bool {
 		return false
 	}
 	src, backup := c.get(kind, namespace, name), c.get(kind, namespace, backupName(name))
+	if src != nil && src.meta.GetDeletionTimestamp() != nil && c.Protected(src.meta) {
+		return true // its backup is written from it before it goes (see sync)
+	}
 	if backup == nil || !isBackup(backup.meta) {
 		return false
 	}
@@ -290,9 +293,12 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	retiring := c.retiring[k]
 	c.mu.Unlock()
 	switch {
-	case src != nil && src.meta.GetDeletionTimestamp() != nil:
-		return nil // being deleted (a finalizer, a foreground deletion): restored once gone
+	case src != nil && src.meta.GetDeletionTimestamp() != nil && !c.Protected(src.meta):
+		return nil // being deleted, unprotected: nothing to keep
 	case src != nil && c.Protected(src.meta):
+		// Protected from its first sight, and while it is being deleted (a
+		// finalizer, a foreground deletion) too: its content is still
+		// there, so its backup is written, and it is restored once gone.
 		if backup != nil && upToDate(backup, src) {
 			return nil
 		}
@@ -314,13 +320,20 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 }
 
 func (c *Controller) writeBackup(ctx context.Context, k key, src, backup *view) error {
-	var existing metav1.Object
-	if backup != nil {
-		existing = backup.meta
+	if backup != nil && (backup.typ != src.typ || backup.immutable) {
+		// A Secret's type cannot be updated (nor an immutable object's
+		// content): the source changed type, say a certificate rotated by
+		// hand, so its backup is made again. Between the two writes the
+		// source itself still stands.
+		if err := c.delete(ctx, k.Kind, backup.meta); err != nil {
+			return fmt.Errorf("back up %s: replace its backup of another type: %w", k, err)
+		}
+		backup = nil
 	}
-	write := c.writer.Update
-	if backup == nil {
-		write = c.writer.Create
+	var existing metav1.Object
+	write := c.writer.Create
+	if backup != nil {
+		existing, write = backup.meta, c.writer.Update
 	}
 	if _, err := write(ctx, backupFor(src, existing)); err != nil {
 		return fmt.Errorf("back up %s: %w", k, err)
