@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Tests of where features meet on one object (issue #29): each combination
+// below was once a defect that no test of a single feature could see.
+
+// backupIn waits for the backup of name in ns to hold data, with type typ.
+func backupIn(ns, name string, typ corev1.SecretType, data map[string][]byte) func(context.Context) (bool, error) {
+	return secretWhere(ns, "courier-backup."+name, func(b *corev1.Secret) bool { return b.Type == typ && equalData(b.Data, data) })
+}
+
+// SPEC (--compat): an object that both pulls and is a source (pushes, or is
+// protected) is taken as a source and its pull is refused: its replicas and
+// its backup stay, and it is still restored when deleted.
+func TestASourceThatAlsoPullsStaysASource(t *testing.T) {
+	s := setupReplication(t)
+	a, b := s.target(t, "a", nil), s.target(t, "b", nil)
+	data := map[string][]byte{"password": []byte("p1")}
+	createSecret(t, s.src, "db", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id),
+		withAnnotation("reflector.v1.k8s.emberstack.com/reflects", "elsewhere/db"), withData("password", "p1"))
+	createSecret(t, s.src, "plain", withAnnotation(keyReplicateTo, "test="+s.id),
+		withAnnotation("replicator.v1.mittwald.de/replicate-from", "elsewhere/plain"), withData("k", "v"))
+	for _, ns := range []string{a, b} {
+		eventually(t, converge, "replica of db in "+ns, secretIn(ns, "db", data))
+		eventually(t, converge, "replica of plain in "+ns, secretIn(ns, "plain", map[string][]byte{"k": []byte("v")}))
+	}
+	eventually(t, converge, "backup", backupIn(s.src, "db", corev1.SecretTypeOpaque, data))
+	deleted := map[string]func() bool{}
+	for _, ref := range []struct{ ns, name string }{{a, "db"}, {b, "db"}, {a, "plain"}, {b, "plain"}, {s.src, "courier-backup.db"}} {
+		deleted[ref.ns+"/"+ref.name] = watchSecretFor(t, ref.ns, ref.name, watch.Deleted)
+	}
+
+	s.courier.Stop()
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--compat=reflector,replicator")
+	c.WaitLeader(t.Context())
+	time.Sleep(quiet)
+	for ref, gone := range deleted {
+		if gone() {
+			t.Errorf("%s was deleted", ref)
+		}
+	}
+	eventually(t, converge, "PullRefused on the protected source", eventWith(s.src, "db", "PullRefused", "is a source itself"))
+	eventually(t, converge, "PullRefused on the plain source", eventWith(s.src, "plain", "PullRefused", "is a source itself"))
+
+	deleteSecret(t, s.src, "db")
+	eventually(t, converge, "the protected source restored", secretIn(s.src, "db", data))
+	eventually(t, converge, "SourceRestored", eventWith(s.src, "db", "SourceRestored"))
+	for _, ns := range []string{a, b} {
+		if deleted[ns+"/db"]() {
+			t.Errorf("the replica in %s was deleted", ns)
+		}
+	}
+}
+
+// SPEC: replicate-keys on a typed Secret whose type requires a key the
+// list leaves out (a kubernetes.io/tls source shared as "a CA bundle without
+// its private key") gives Opaque replicas holding the listed keys only: the
+// private key is never copied, and nothing fails.
+func TestReplicateKeysOnATLSSecretGivesOpaqueReplicasWithoutTheKey(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "tls", nil)
+	createSecret(t, s.src, "cert", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReplicateKeys, "ca.crt, tls.crt"),
+		withData("ca.crt", "CA"), withData("tls.crt", "CRT"), withData("tls.key", "KEY"),
+		func(x *corev1.Secret) { x.Type = corev1.SecretTypeTLS })
+	want := map[string][]byte{"ca.crt": []byte("CA"), "tls.crt": []byte("CRT")}
+	eventually(t, converge, "an Opaque replica with the listed keys", secretWhere(dst, "cert", func(r *corev1.Secret) bool {
+		return r.Type == corev1.SecretTypeOpaque && equalData(r.Data, want)
+	}))
+	consistently(t, quiet, "no ReplicaFailed", func(ctx context.Context) (bool, error) {
+		return eventCount(t, s.src, "cert", "ReplicaFailed") == 0, nil
+	})
+
+	updateSecret(t, s.src, "cert", func(x *corev1.Secret) { delete(x.Annotations, keyReplicateKeys) })
+	eventually(t, converge, "every key, and the source's type, once the list is removed", secretWhere(dst, "cert", func(r *corev1.Secret) bool {
+		return r.Type == corev1.SecretTypeTLS && string(r.Data["tls.key"]) == "KEY"
+	}))
+}
+
+// SPEC (Guard): the backup follows its protected source's type. A source
+// replaced by a Secret of another type while courier was down (a
+// certificate rotated by hand) is backed up as it is now, and restored so.
+func TestTheBackupFollowsASourceWhoseTypeChanged(t *testing.T) {
+	s := setupReplication(t)
+	createSecret(t, s.src, "cert", withLabel(keyProtect, "true"), withData("password", "old"))
+	eventually(t, converge, "Opaque backup", backupIn(s.src, "cert", corev1.SecretTypeOpaque, map[string][]byte{"password": []byte("old")}))
+
+	s.courier.Stop()
+	deleteSecret(t, s.src, "cert")
+	tls := map[string][]byte{"tls.crt": []byte("CRT2"), "tls.key": []byte("KEY2")}
+	createSecret(t, s.src, "cert", withLabel(keyProtect, "true"), withData("tls.crt", "CRT2"), withData("tls.key", "KEY2"),
+		func(x *corev1.Secret) { x.Type = corev1.SecretTypeTLS })
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	c.WaitLeader(t.Context())
+	eventually(t, converge, "the backup is the new TLS Secret", backupIn(s.src, "cert", corev1.SecretTypeTLS, tls))
+
+	deleteSecret(t, s.src, "cert")
+	eventually(t, converge, "restored as the new TLS Secret", secretWhere(s.src, "cert", func(x *corev1.Secret) bool {
+		return x.Type == corev1.SecretTypeTLS && equalData(x.Data, tls)
+	}))
+}
+
+// SPEC (Guard): a protected source is protected from its first sight. One
+// deleted before courier wrote its backup, but held by a finalizer (its
+// content still readable), gets its backup from what it holds, keeps its
+// replicas, and is restored once the deletion completes.
+func TestAProtectedSourceDeletedBeforeItsBackupIsStillRestored(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	data := map[string][]byte{"k": []byte("v")}
+	createSecret(t, s.src, "ca", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"),
+		func(x *corev1.Secret) { x.Finalizers = []string{"example.com/hold"} })
+	eventually(t, converge, "replica", secretIn(dst, "ca", data))
+	deletedReplica := watchSecretFor(t, dst, "ca", watch.Deleted)
+
+	// courier is down: the source's backup has not been written (deleted
+	// here to stand for that), and the source is deleted.
+	s.courier.Stop()
+	if err := admin().CoreV1().Secrets(s.src).Delete(t.Context(), "courier-backup.ca", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleteSecret(t, s.src, "ca")
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	c.WaitLeader(t.Context())
+	eventually(t, converge, "backup written from the terminating source", backupIn(s.src, "ca", corev1.SecretTypeOpaque, data))
+
+	updateSecret(t, s.src, "ca", func(x *corev1.Secret) { x.Finalizers = nil })
+	eventually(t, converge, "restored", func(ctx context.Context) (bool, error) {
+		x, err := getSecret(ctx, s.src, "ca")
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && x.DeletionTimestamp == nil && equalData(x.Data, data), nil
+	})
+	time.Sleep(quiet)
+	if deletedReplica() {
+		t.Error("the replica was deleted")
+	}
+}
