@@ -251,6 +251,8 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 		{"config.reloadQPS=fast", "reloadQPS"},
 		{"config.compat={kyverno}", "compat"},
 		{"config.notifyURLs={ftp://x}", "notifyURLs"},
+		{"config.notifyURLs={https:///services/TOKEN}", "notifyURLs"},
+		{"config.notifyURLs={https://user@hooks.example/services/TOKEN}", "notifyURLs"},
 		{"notifySecret.nam=x", "nam"},
 	} {
 		out, err := helm(t, "template", "courier", chartDir, "--set="+c.set)

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -103,5 +106,30 @@ func TestRolloutNotifications(t *testing.T) {
 	}
 	if logs := s.courier.Logs(); !strings.Contains(logs, "rollout notification failed") || strings.Contains(logs, "/broken") {
 		t.Errorf("want a log line for the failure that does not show the URL's path")
+	}
+}
+
+// README: an invalid --notify-url (flag or environment twin) stops courier
+// with an error naming it by scheme and host only: the path of a webhook
+// URL is its token, and never reaches a log.
+func TestAnInvalidNotifyURLNeverPrintsItsToken(t *testing.T) {
+	const token = "T000/B000/XXXXSECRET"
+	for _, c := range []struct{ arg, env string }{
+		{arg: "--notify-url=ftp://hooks.example.com/services/" + token},
+		{env: "COURIER_NOTIFY_URL=slack+https://hooks.example.com/services/" + token + "%zz"},
+	} {
+		cmd := exec.CommandContext(t.Context(), env.courier, "--kubeconfig=/nonexistent")
+		if c.arg != "" {
+			cmd.Args = append(cmd.Args, c.arg)
+		}
+		cmd.Env = append(os.Environ(), c.env)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%s%s: exit %v, want 2\n%s", c.arg, c.env, err, out)
+		}
+		if strings.Contains(string(out), token) || !strings.Contains(string(out), "--notify-url") || !strings.Contains(string(out), "hooks.example.com") && !strings.Contains(string(out), "unparsable") {
+			t.Errorf("%s%s: output %q; want the flag named by scheme and host, never the token", c.arg, c.env, out)
+		}
 	}
 }

@@ -74,7 +74,8 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	fs.StringVar(&excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector)")
-	fs.Var(&o.NotifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
+	notifyURLs := &secretFlag{Value: &o.NotifyURLs}
+	fs.Var(notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
 	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: README")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
@@ -110,11 +111,29 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	if err := ApplyEnv(fs, getenv); err != nil {
 		return o, err
 	}
+	if notifyURLs.err != nil {
+		return o, fmt.Errorf("--notify-url [%s]: %w", envName("notify-url"), notifyURLs.err)
+	}
 	var err error
 	if o.SourceNamespaces, o.ExcludeNamespaces, err = NamespaceGlobs(sourceNS, excludeNS, o.Namespace); err != nil {
 		return o, err
 	}
 	return o, o.validate()
+}
+
+// secretFlag is a flag whose value may hold a secret (a webhook URL's
+// token): the flag package repeats a value it cannot set in its error, so
+// Set keeps the error, which names the bad part only, for Parse to return.
+type secretFlag struct {
+	flag.Value
+	err error
+}
+
+func (f *secretFlag) Set(v string) error {
+	if err := f.Value.Set(v); err != nil && f.err == nil {
+		f.err = err
+	}
+	return nil
 }
 
 // ApplyEnv sets every flag not given on the command line from its

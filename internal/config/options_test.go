@@ -2,6 +2,7 @@ package config
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,36 @@ func TestParseOptionsRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := Parse(tt.args, func(k string) string { return tt.env[k] }, io.Discard); err == nil {
 				t.Error("accepted")
+			}
+		})
+	}
+}
+
+// An invalid --notify-url, on the command line or in its environment twin,
+// is named by scheme and host only: its path may hold a webhook's token.
+func TestAnInvalidNotifyURLIsNotRepeated(t *testing.T) {
+	const token = "T000/B000/XXXXSECRET"
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"flag, wrong scheme", []string{"--notify-url=ftp://hooks.example.com/services/" + token}, nil, "ftp://hooks.example.com"},
+		{"flag, unparsable", []string{"--notify-url=https://hooks.example.com/services/" + token + "%zz"}, nil, "unparsable URL"},
+		{"environment", nil, map[string]string{"COURIER_NOTIFY_URL": "slack+ftp://hooks.example.com/services/" + token}, "slack ftp://hooks.example.com"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			_, err := Parse(tt.args, func(k string) string { return tt.env[k] }, &out)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), token) || strings.Contains(out.String(), token) {
+				t.Errorf("the token is repeated: error %q, output %q", err, out.String())
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "--notify-url [COURIER_NOTIFY_URL]") {
+				t.Errorf("error %q does not name the flag and %q", err, tt.want)
 			}
 		})
 	}
