@@ -131,3 +131,44 @@ drain:
 		t.Errorf("lease holder after handover: %+v, %v", l.Spec, err)
 	}
 }
+
+// README (metrics): only the leader reports replica states; a standby
+// reports 0. A leader that loses its Lease while it keeps running (another
+// holder took it) drops its states at once, so CourierReplicasOutOfSync
+// does not keep firing from a process that no longer leads.
+func TestALeaderThatLosesItsLeaseReportsNoReplicaStates(t *testing.T) {
+	s := replicationSetup{id: testID()}
+	s.src = newNamespace(t, "src", nil)
+	lease := newNamespace(t, "courier-lose", nil)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, dst, "taken", withData("k", "mine"))
+	createSecret(t, s.src, "taken", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "1"))
+	c := startCourier(t, "--namespace="+lease, "--source-namespaces="+s.src,
+		"--lease-duration=8s", "--renew-deadline=3s", "--retry-period=500ms")
+	eventually(t, 30*time.Second, "it leads", c.isLeader)
+	conflict := `courier_replicator_replicas{kind="Secret",state="conflict"}`
+	eventually(t, converge, "the conflict reported", func(ctx context.Context) (bool, error) {
+		v, ok := c.MetricValue(ctx, conflict)
+		return ok && v == 1, nil
+	})
+
+	// Someone else holds the Lease now, for longer than the test.
+	updateOnConflict(t, "take the Lease", func(ctx context.Context) error {
+		l, err := admin().CoordinationV1().Leases(lease).Get(ctx, "courier", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		holder, d, now := "intruder", int32(300), metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime, l.Spec.AcquireTime = &holder, &d, &now, &now
+		_, err = admin().CoordinationV1().Leases(lease).Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	eventually(t, 30*time.Second, "it no longer leads", func(ctx context.Context) (bool, error) {
+		ok, err := c.isLeader(ctx)
+		return !ok, err
+	})
+	eventually(t, converge, "it reports no replica state", func(ctx context.Context) (bool, error) {
+		_, body, err := c.get(ctx, "/metrics")
+		return err == nil && metricSum(body, "courier_replicator_replicas") == 0, nil
+	})
+}

@@ -170,6 +170,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.logger.Info("running", zap.Int("workers", c.opts.Workers))
 	c.queue.Run(ctx, c.opts.Workers, key{}, c.resync, c.sync, c.syncFailed)
+	// The term is over: the replica states were this term's, and a process
+	// that no longer leads reports none (the next term's resync finds them
+	// again).
+	c.states.reset()
 	return nil
 }
 

@@ -80,6 +80,13 @@ func (s *states) forget(k key) {
 	delete(s.m, k)
 }
 
+// reset forgets every state, at the end of a term.
+func (s *states) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m = map[key]string{} // a new map: Go maps never shrink
+}
+
 func (s *states) counts() map[[2]string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
