@@ -146,3 +146,35 @@ func TestAProtectedSourceDeletedBeforeItsBackupIsStillRestored(t *testing.T) {
 		t.Error("the replica was deleted")
 	}
 }
+
+// SPEC (installations): two installations, each with its own namespace and
+// source namespaces, and one workload opted in: one of them records its
+// baseline (at most one baseline write each on first sight), nothing is
+// written while nothing changes, and a change is exactly one rollout.
+func TestTwoInstallationsOnOneWorkloadDoNotFight(t *testing.T) {
+	srcA, srcB := newNamespace(t, "srca", nil), newNamespace(t, "srcb", nil)
+	ns := newNamespace(t, "app", nil)
+	createSecret(t, ns, "db", withAnnotation(keyReload, "true"), withData("k", "1"))
+	createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	a := startCourier(t, "--source-namespaces="+srcA)
+	b := startCourier(t, "--source-namespaces="+srcB)
+	a.WaitLeader(t.Context())
+	b.WaitLeader(t.Context())
+	before := settled(t, ns, "app")
+
+	time.Sleep(quiet) // both have seen the workload and made their choice
+	d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Generation > 3 {
+		t.Errorf("generation %d after first sight: the baseline was written %d times", d.Generation, d.Generation-1)
+	}
+	consistently(t, quiet, "nothing written while nothing changes", func(ctx context.Context) (bool, error) {
+		x, err := admin().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil && x.ResourceVersion == d.ResourceVersion, err
+	})
+
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", before, "secret/db")
+}

@@ -50,19 +50,22 @@ const digestLen = 16
 type baseline map[string]string
 
 // String is the baseline's inputs in ID order, without the key's name.
-func (b baseline) String() string { return b.encode("") }
+func (b baseline) String() string { return b.encode("", "") }
 
 // encode is courier.dev/config-inputs: the inputs in ID order and, with a
-// keyed digester, the name of its key.
-func (b baseline) encode(keyID string) string {
+// keyed digester, the name of its key, and the installation that wrote it.
+func (b baseline) encode(keyID, installation string) string {
 	ids := make([]string, 0, len(b))
 	for id := range b {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	parts := make([]string, 0, len(ids)+1)
+	parts := make([]string, 0, len(ids)+2)
 	if keyID != "" {
 		parts = append(parts, keyIDField+"="+keyID)
+	}
+	if installation != "" {
+		parts = append(parts, installationField+"="+installation)
 	}
 	for _, id := range ids {
 		parts = append(parts, id+"="+b[id])
@@ -70,22 +73,44 @@ func (b baseline) encode(keyID string) string {
 	return strings.Join(parts, ",")
 }
 
-// parseBaseline reads courier.dev/config-inputs: the inputs and the name of
+// installationField is the baseline entry naming the installation (its
+// namespace) that wrote it: the one that reloads the workload. Another
+// installation leaves the workload alone while that one is there, so two
+// couriers on one cluster never fight over a workload's baseline (each
+// would find the other's key and start afresh) nor roll it out twice.
+const installationField = "installation"
+
+// installed reports whether a courier installation runs in namespace: its
+// digest key is there (every installation writes one at its first start).
+func (c *Controller) installed(namespace string) bool {
+	m, ok := c.object(wellknown.KindSecret, namespace, KeySecret).(metav1.Object)
+	return ok && m.GetLabels()[wellknown.DigestKey] == "true"
+}
+
+// stored is what courier.dev/config-inputs says besides its inputs.
+type stored struct {
+	keyID, installation string
+}
+
+// parseBaseline reads courier.dev/config-inputs: the inputs, the name of
 // the key their digests were made with ("" for a baseline of unkeyed
-// digests). Entries it cannot read are dropped (they count as inputs
-// appearing, which never rolls out).
-func parseBaseline(s string) (baseline, string) {
-	b, keyID := baseline{}, ""
+// digests) and the installation that wrote it ("" for one written before
+// baselines named it). Entries it cannot read are dropped (they count as
+// inputs appearing, which never rolls out).
+func parseBaseline(s string) (baseline, stored) {
+	b, st := baseline{}, stored{}
 	for _, part := range strings.Split(s, ",") {
 		id, d, ok := strings.Cut(strings.TrimSpace(part), "=")
 		switch {
 		case ok && id == keyIDField:
-			keyID = d
+			st.keyID = d
+		case ok && id == installationField:
+			st.installation = d
 		case ok && id != "" && d != "":
 			b[id] = d
 		}
 	}
-	return b, keyID
+	return b, st
 }
 
 // diff compares the baseline with now: inputs whose consumed content changed,
@@ -329,7 +354,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	if tmplObj != obj {
 		a = withOptIns(a, tmplObj.(metav1.Object).GetAnnotations())
 	}
-	recorded, _ := parseBaseline(a[wellknown.ConfigInputs])
+	inBaseline, _ := parseBaseline(a[wellknown.ConfigInputs])
 	if a[wellknown.Reload] == "false" {
 		return o
 	}
@@ -368,7 +393,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			continue
 		}
 		o.now[ref.ID()] = dg.consumedDigest(ref, in.entries)
-		if _, inBaseline := recorded[ref.ID()]; !inBaseline {
+		if _, ok := inBaseline[ref.ID()]; !ok {
 			if prev, ok := c.previous(informers.InputKey(ref.Kind, k.Namespace, ref.Name), w.GetCreationTimestamp().Time); ok {
 				o.previous[ref.ID()] = dg.consumedDigest(ref, prev)
 			}
@@ -438,17 +463,22 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	if !ok {
 		return fmt.Errorf("the digest key %s/%s is not there yet", c.opts.Namespace, KeySecret)
 	}
-	stored, hasBaseline := w.GetAnnotations()[wellknown.ConfigInputs]
-	_, storedKey := parseBaseline(stored)
+	recorded, hasBaseline := w.GetAnnotations()[wellknown.ConfigInputs]
+	_, st := parseBaseline(recorded)
+	if hasBaseline && st.installation != "" && st.installation != c.opts.Namespace && c.installed(st.installation) {
+		return nil // another installation reloads this workload
+	}
 	compareWith := dg
 	switch {
-	case hasBaseline && storedKey == "":
+	case hasBaseline && st.keyID == "":
 		compareWith = digester{} // written before digests were keyed: compare as written
-	case hasBaseline && storedKey != dg.id:
-		hasBaseline = false // another key (it was lost or replaced): start afresh, like first sight
+	case hasBaseline && (st.keyID != dg.id || st.installation != c.opts.Namespace && st.installation != ""):
+		// Another key (it was lost or replaced), or an installation that is
+		// gone: start afresh, like first sight.
+		hasBaseline = false
 	}
 	o := c.observe(k, obj, tmplObj, compareWith)
-	d := decide(stored, hasBaseline, o)
+	d := decide(recorded, hasBaseline, o)
 	if compareWith.id != dg.id && d.action != dropBaseline && len(o.optional) > 0 {
 		// Rewrite the baseline with keyed digests, once: no rollout unless
 		// decide found a real change.
@@ -509,7 +539,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 // hash goes first and alone; if the record then fails to be written, the
 // rollout has happened without its record and Event.
 func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via metav1.Object, dg digester, now baseline, changed []string) error {
-	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id)}
+	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id, c.opts.Namespace)}
 	hash := ""
 	if len(changed) > 0 {
 		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")

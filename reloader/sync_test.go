@@ -34,8 +34,8 @@ func TestBaselineRoundTrip(t *testing.T) {
 	if got, want := b.String(), "configmap/a=1111,secret/b=2222"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	got, keyID := parseBaseline(b.encode("k1"))
-	if diff := cmp.Diff(b, got); diff != "" || keyID != "k1" {
+	got, st := parseBaseline(b.encode("k1", "team-a"))
+	if diff := cmp.Diff(b, got); diff != "" || st != (stored{keyID: "k1", installation: "team-a"}) {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	if got, _ := parseBaseline("garbage,,secret/x=,=1"); len(got) != 0 {
