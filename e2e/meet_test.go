@@ -178,3 +178,30 @@ func TestTwoInstallationsOnOneWorkloadDoNotFight(t *testing.T) {
 	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
 	rolledOutOnce(t, ns, "app", before, "secret/db")
 }
+
+// SPEC: never a rollout on first sight — also for a workload created in the
+// same second as a change made together with its input's opt-in, which
+// rolls out only the workloads that consumed the input then.
+func TestAWorkloadCreatedWithAChangeIsNotRolledOut(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "app", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createDeployment(t, ns, "old", nil, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	unsettled(t, ns, "old")
+	seenAll(t, ns)
+
+	// Early in a second, so the change and the new workload share it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+	updateSecret(t, ns, "db", func(x *corev1.Secret) {
+		x.Annotations = map[string]string{keyReload: "true"}
+		x.Data["k"] = []byte("2")
+	})
+	createDeployment(t, ns, "new", nil, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+
+	rolledOutOnce(t, ns, "old", 1, "secret/db")
+	eventually(t, converge, "a baseline on the new workload", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, "new", metav1.GetOptions{})
+		return err == nil && d.Annotations[keyInputs] != "", nil
+	})
+	noRollout(t, ns, "new", 1)
+}

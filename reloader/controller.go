@@ -341,9 +341,13 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 // opt-in (one apply adding courier.dev/reload: "true" and a new value): its
 // consumers, which have no baseline yet, are compared with it rather than
 // taking the new content as their first baseline, so that change rolls out.
+// Only the workloads that consumed the input when the change was seen are
+// its consumers: one created after (even in the same second, or on a node
+// whose clock runs ahead) is at its first sight, never rolled out.
 type hint struct {
-	entries []content.Entry
-	at      time.Time
+	entries   []content.Entry
+	at        time.Time
+	consumers map[types.UID]bool
 }
 
 // hintTTL is how long a hint is kept: past the debounce, every consumer of
@@ -351,6 +355,7 @@ type hint struct {
 func (c *Controller) hintTTL() time.Duration { return 2*c.opts.Debounce + 10*time.Second }
 
 func (c *Controller) remember(inputKey string, entries []content.Entry) {
+	consumers := c.consumerUIDs(inputKey)
 	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -362,15 +367,42 @@ func (c *Controller) remember(inputKey string, entries []content.Entry) {
 			}
 		}
 	}
-	c.hints[inputKey] = hint{entries: entries, at: now}
+	c.hints[inputKey] = hint{entries: entries, at: now, consumers: consumers}
 }
 
-// previous is the hint for an input, if it changed after since and recently.
-func (c *Controller) previous(inputKey string, since time.Time) ([]content.Entry, bool) {
+// consumerUIDs are the workloads in the cache that consume the input now:
+// its consumers, and the Rollouts taking their template from one of them.
+func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for kind, info := range c.kindList() {
+		objs, _ := info.indexer.ByIndex(informers.ConsumersByInput, inputKey)
+		for _, o := range objs {
+			m, err := meta.Accessor(o)
+			if err != nil {
+				continue
+			}
+			out[m.GetUID()] = true
+			for _, r := range c.referencing(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}) {
+				if info, ok := c.kind(r.Kind); ok {
+					if ro, ok, _ := info.indexer.GetByKey(r.Namespace + "/" + r.Name); ok {
+						if rm, err := meta.Accessor(ro); err == nil {
+							out[rm.GetUID()] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// previous is the hint for an input that changed recently, if the workload
+// uid consumed it then.
+func (c *Controller) previous(inputKey string, uid types.UID) ([]content.Entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hints[inputKey]
-	if !ok || !h.at.After(since) || c.opts.Clock.Since(h.at) > c.hintTTL() {
+	if !ok || !h.consumers[uid] || c.opts.Clock.Since(h.at) > c.hintTTL() {
 		return nil, false
 	}
 	return h.entries, true

@@ -394,7 +394,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 		}
 		o.now[ref.ID()] = dg.consumedDigest(ref, in.entries)
 		if _, ok := inBaseline[ref.ID()]; !ok {
-			if prev, ok := c.previous(informers.InputKey(ref.Kind, k.Namespace, ref.Name), w.GetCreationTimestamp().Time); ok {
+			if prev, ok := c.previous(informers.InputKey(ref.Kind, k.Namespace, ref.Name), w.GetUID()); ok {
 				o.previous[ref.ID()] = dg.consumedDigest(ref, prev)
 			}
 		}
