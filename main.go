@@ -149,6 +149,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, logger); err != nil {
 			return err
 		}
+		reg.MustRegister(inf.Custom)
 	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))

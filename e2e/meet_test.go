@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -204,4 +206,36 @@ func TestAWorkloadCreatedWithAChangeIsNotRolledOut(t *testing.T) {
 		return err == nil && d.Annotations[keyInputs] != "", nil
 	})
 	noRollout(t, ns, "new", 1)
+}
+
+// SPEC (custom kinds): a kind courier may not watch holds nothing else up.
+// With --reload-resources=rollouts.argoproj.io, the CRD there and readable,
+// but no right to list or watch Rollouts, Deployments are reloaded as
+// ever, courier becomes ready, and the log and a metric say what is wrong.
+func TestACustomKindCourierMayNotWatchHoldsNothingUp(t *testing.T) {
+	const name = "rollouts.argoproj.io"
+	crds := dynamicAdmin(t).Resource(crdResource)
+	if _, err := crds.Get(t.Context(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		createCRD(t, "argoproj.io", "rollouts", "Rollout")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	id := identityWith(t, "courier-no-rollouts", []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"},
+		Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{name}, Verbs: []string{"list", "watch"}}})
+	ns := newNamespace(t, "app", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	c := startCourierAs(t, id, nil, "--source-namespaces="+ns, "--reload-resources="+name)
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+	before := settled(t, ns, "app")
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", before, "secret/db")
+
+	if v, ok := c.MetricValue(t.Context(), `courier_custom_kind_watch_forbidden{resource="`+name+`"}`); !ok || v != 1 {
+		t.Errorf("courier_custom_kind_watch_forbidden = %v (found %v), want 1", v, ok)
+	}
+	if !strings.Contains(c.Logs(), "courier may not list or watch Rollout objects") {
+		t.Error("no log line says courier may not watch Rollouts")
+	}
 }

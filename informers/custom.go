@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -48,6 +50,10 @@ type Custom struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	running map[schema.GroupResource]*runningKind
+	// forbidden: listed kinds whose CRD or objects courier was refused the
+	// right to list or watch, and has not synced since. They hold nothing
+	// up (Settled, HasSynced) and are reported (Collect).
+	forbidden map[schema.GroupResource]bool
 }
 
 // crdWatch is the informer of one listed kind's CRD.
@@ -66,7 +72,7 @@ type runningKind struct {
 
 // NewCustom builds the CRD informers for resources (none started).
 func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *zap.Logger) (*Custom, error) {
-	c := &Custom{client: client, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}}
+	c := &Custom{client: client, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]bool{}}
 	for _, r := range resources {
 		name := r.GroupResource.String()
 		inf := dynamicinformer.NewFilteredDynamicInformer(client, crdResource, "", 0, cache.Indexers{},
@@ -74,7 +80,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *
 		if err := inf.SetTransform(trimCRD); err != nil {
 			return nil, err
 		}
-		if err := inf.SetWatchErrorHandlerWithContext(c.watchError("the CustomResourceDefinition "+name,
+		if err := inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, "the CustomResourceDefinition "+name,
 			"grant list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see README)")); err != nil {
 			return nil, err
 		}
@@ -131,36 +137,73 @@ func (c *Custom) Shutdown() { c.wg.Wait() }
 // handled (so the kinds served at start have informers) and every running
 // kind's informer has completed its initial list.
 func (c *Custom) HasSynced() bool {
-	for _, w := range c.crds {
-		if !w.handled.HasSynced() {
-			return false
-		}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, r := range c.running {
-		if !r.inf.HasSynced() {
+	for _, w := range c.crds {
+		if !c.syncedLocked(w) && !c.forbiddenLocked(w) {
 			return false
 		}
 	}
 	return true
 }
 
+// syncedLocked reports whether w's CRD list is handled and, if its kind is
+// served, the kind's informer has synced. c.mu is held.
+func (c *Custom) syncedLocked(w crdWatch) bool {
+	if !w.handled.HasSynced() {
+		return false
+	}
+	r := c.running[w.resource.GroupResource]
+	return r == nil || r.inf.HasSynced()
+}
+
+// forbiddenLocked reports whether courier may not watch w's kind: a list or
+// watch of its CRD or objects was refused and nothing has synced since (a
+// grant given later ends it). c.mu is held.
+func (c *Custom) forbiddenLocked(w crdWatch) bool {
+	gr := w.resource.GroupResource
+	if !c.forbidden[gr] {
+		return false
+	}
+	if c.syncedLocked(w) {
+		delete(c.forbidden, gr)
+		c.logger.Info("courier may watch a listed kind again", zap.Stringer("resource", gr))
+		return false
+	}
+	return true
+}
+
+var unwatchableDesc = prometheus.NewDesc(metrics.Namespace+"_custom_kind_watch_forbidden",
+	"1 for a kind listed in --reload-resources that courier may not list or watch (its CRD or its objects): it is not reloaded, and holds nothing else up; grant what the log line names.",
+	[]string{"resource"}, nil)
+
+// Describe and Collect make Custom a Prometheus collector of
+// courier_custom_kind_watch_forbidden, one series per listed kind.
+func (c *Custom) Describe(ch chan<- *prometheus.Desc) { ch <- unwatchableDesc }
+
+// Collect: see Describe.
+func (c *Custom) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.crds {
+		v := 0.0
+		if c.forbiddenLocked(w) {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(unwatchableDesc, prometheus.GaugeValue, v, w.resource.GroupResource.String())
+	}
+}
+
 // Settled reports whether courier knows in full the objects of gr, if it
 // is listed: its CRD's initial list is handled and, if it is served, its
 // informer has synced. Unlisted kinds are settled.
 func (c *Custom) Settled(gr schema.GroupResource) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, w := range c.crds {
-		if w.resource.GroupResource != gr {
-			continue
+		if w.resource.GroupResource == gr {
+			return c.syncedLocked(w) || c.forbiddenLocked(w) // a kind courier may not watch holds nothing up
 		}
-		if !w.handled.HasSynced() {
-			return false
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		r := c.running[gr]
-		return r == nil || r.inf.HasSynced()
 	}
 	return true
 }
@@ -195,7 +238,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef
 	}
 	err := errors.Join(inf.SetTransform(c.objectTransform(want)), inf.AddIndexers(indexers),
-		inf.SetWatchErrorHandlerWithContext(c.watchError(want.Kind+" objects ("+want.GVR().String()+")",
+		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, want.Kind+" objects ("+want.GVR().String()+")",
 			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see README)")))
 	var stop func()
 	if err == nil {
@@ -245,10 +288,13 @@ func (c *Custom) firstWarning(o *workload.Object) bool {
 
 // watchError logs a failed list or watch of what, with the fix when
 // courier is not allowed to.
-func (c *Custom) watchError(what, fix string) cache.WatchErrorHandlerWithContext {
+func (c *Custom) watchError(gr schema.GroupResource, what, fix string) cache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
-			c.logger.Error("courier may not list or watch "+what+": "+fix, zap.Error(err))
+			c.mu.Lock()
+			c.forbidden[gr] = true
+			c.mu.Unlock()
+			c.logger.Error("courier may not list or watch "+what+", so that kind is not reloaded (nothing else waits for it; courier_custom_kind_watch_forbidden is 1): "+fix, zap.Error(err))
 			return
 		}
 		cache.DefaultWatchErrorHandler(ctx, r, err)
