@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,7 +46,9 @@ type Custom struct {
 	wg      sync.WaitGroup
 
 	warnedMu sync.Mutex
-	warned   map[types.UID]int64 // unreadable objects warned of, by generation
+	// warned: unreadable objects warned of, by kind, UID and generation;
+	// an entry lives as long as its object, a kind's as long as its watch.
+	warned map[schema.GroupResource]map[types.UID]int64
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -222,6 +225,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		cur.stop()
 		cur.cancel()
 		delete(c.running, r.GroupResource)
+		c.forgetWarned(r.GroupResource, "")
 		c.logger.Info("stopped watching a custom kind: its CustomResourceDefinition is gone or changed", zap.Stringer("resource", r.GroupResource))
 	}
 	if !served {
@@ -237,7 +241,12 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	if r.HasTemplate() {
 		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef
 	}
-	err := errors.Join(inf.SetTransform(c.objectTransform(want)), inf.AddIndexers(indexers),
+	_, herr := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if m, err := meta.Accessor(Unwrap(obj)); err == nil {
+			c.forgetWarned(r.GroupResource, m.GetUID())
+		}
+	}})
+	err := errors.Join(herr, inf.SetTransform(c.objectTransform(r.GroupResource, want)), inf.AddIndexers(indexers),
 		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, want.Kind+" objects ("+want.GVR().String()+")",
 			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see README)")))
 	var stop func()
@@ -257,14 +266,14 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 // objectTransform keeps of each object of kind what the reloader reads
 // (workload.Object). An object courier cannot read is kept with its
 // metadata only, so it is never reloaded, and the reason is logged.
-func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
+func (c *Custom) objectTransform(gr schema.GroupResource, kind workload.Custom) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return obj, nil
 		}
 		o, err := workload.ObjectOf(kind, u) // o is never nil
-		if err != nil && c.firstWarning(o) {
+		if err != nil && c.firstWarning(gr, o) {
 			c.logger.Warn("a custom resource courier cannot read", zap.Error(err))
 		}
 		return o, nil
@@ -273,17 +282,43 @@ func (c *Custom) objectTransform(kind workload.Custom) cache.TransformFunc {
 
 // firstWarning reports whether o's generation was not warned of before (an
 // operator's status writes bring the same object again and again).
-func (c *Custom) firstWarning(o *workload.Object) bool {
+func (c *Custom) firstWarning(gr schema.GroupResource, o *workload.Object) bool {
 	c.warnedMu.Lock()
 	defer c.warnedMu.Unlock()
 	if c.warned == nil {
-		c.warned = map[types.UID]int64{}
+		c.warned = map[schema.GroupResource]map[types.UID]int64{}
 	}
-	if g, ok := c.warned[o.UID]; ok && g == o.Generation {
+	if c.warned[gr] == nil {
+		c.warned[gr] = map[types.UID]int64{}
+	}
+	if g, ok := c.warned[gr][o.UID]; ok && g == o.Generation {
 		return false
 	}
-	c.warned[o.UID] = o.Generation
+	c.warned[gr][o.UID] = o.Generation
 	return true
+}
+
+// forgetWarned drops what was warned of an object that is gone (uid), or
+// of every object of a kind no longer watched (uid "").
+func (c *Custom) forgetWarned(gr schema.GroupResource, uid types.UID) {
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	if uid == "" {
+		delete(c.warned, gr)
+		return
+	}
+	delete(c.warned[gr], uid)
+}
+
+// warnedCount is how many objects are remembered as warned of.
+func (c *Custom) warnedCount() int {
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	n := 0
+	for _, m := range c.warned {
+		n += len(m)
+	}
+	return n
 }
 
 // watchError logs a failed list or watch of what, with the fix when

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +89,7 @@ func TestObjectTransformNeverFailsOnWhatItCannotRead(t *testing.T) {
 	}
 	core, logs := observer.New(zap.WarnLevel)
 	c := &Custom{logger: zap.New(core)}
-	transform := c.objectTransform(workload.Custom{Resource: rs[0], Version: "v1alpha1", Kind: "Rollout"})
+	transform := c.objectTransform(workload.Rollouts, workload.Custom{Resource: rs[0], Version: "v1alpha1", Kind: "Rollout"})
 	bad := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{"name": "r", "namespace": "n"},
 		"spec":     map[string]any{"workloadRef": map[string]any{"kind": "PodTemplate", "name": "t"}},
@@ -174,4 +175,53 @@ func TestCustomFollowsItsCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("stopped", seen("start Widget.example.com v1", "stop v1", "start Widget.example.com v2", "stop v2"))
+}
+
+// TestWarnedObjectsAreForgottenWithThem: what is remembered of an object
+// courier cannot read lives as long as the object, so a tenant creating and
+// deleting such objects grows nothing.
+func TestWarnedObjectsAreForgottenWithThem(t *testing.T) {
+	var rs workload.Resources
+	if err := rs.Set("widgets.example.com:spec.template"); err != nil {
+		t.Fatal(err)
+	}
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		crdGVR: "CustomResourceDefinitionList", widgets: "WidgetList",
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	c, err := NewCustom(client, rs, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OnKind(func(workload.Custom, cache.SharedIndexInformer) (func(), error) { return func() {}, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); c.Shutdown() }()
+	c.Start(ctx)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("%s: not within 5s", what)
+		}
+	}
+	if _, err := client.Resource(crdGVR).Create(ctx, crd("widgets.example.com", "Widget", true, version("v1", true, true)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the kind synced", c.HasSynced)
+	for i := range 20 {
+		w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": fmt.Sprintf("w%d", i), "namespace": "team", "uid": fmt.Sprintf("uid-%d", i)},
+			"spec":     map[string]any{"template": "not a map"}}}
+		if _, err := client.Resource(widgets).Namespace("team").Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("20 warned of", func() bool { return c.warnedCount() == 20 && logs.FilterMessage("a custom resource courier cannot read").Len() == 20 })
+	for i := range 20 {
+		if err := client.Resource(widgets).Namespace("team").Delete(ctx, fmt.Sprintf("w%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("none remembered once they are gone", func() bool { return c.warnedCount() == 0 })
 }
