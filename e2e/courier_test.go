@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -165,9 +164,11 @@ func (p *courierProcess) Stop() {
 			<-p.done
 		}
 	}
-	if bytes.Contains([]byte(p.Logs()), []byte("WARNING: DATA RACE")) {
+	logs := p.Logs()
+	if strings.Contains(logs, "WARNING: DATA RACE") {
 		p.t.Errorf("the race detector found a data race in courier; see its log")
 	}
+	noValuesIn(p.t, "courier's log", logs)
 }
 
 // queueState is what a failed test's courier was still working on: its
@@ -245,6 +246,7 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
+		noValuesInEvents(t, got.Name)
 		_ = env.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
 	})
 	return got.Name

@@ -94,6 +94,7 @@ func createSecret(t *testing.T, ns, name string, opts ...secretOpt) *corev1.Secr
 	for _, o := range opts {
 		o(s)
 	}
+	recordValues(s.Data)
 	got, err := admin().CoreV1().Secrets(ns).Create(t.Context(), s, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create secret %s/%s: %v", ns, name, err)
@@ -128,6 +129,7 @@ func updateSecret(t *testing.T, ns, name string, change func(*corev1.Secret)) *c
 			return err
 		}
 		change(s)
+		recordValues(s.Data)
 		out, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	})
