@@ -217,7 +217,9 @@ func TestWarnedObjectsAreForgottenWithThem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor("20 warned of", func() bool { return c.warnedCount() == 20 && logs.FilterMessage("a custom resource courier cannot read").Len() == 20 })
+	waitFor("20 warned of", func() bool {
+		return c.warnedCount() == 20 && logs.FilterMessage("a custom resource courier cannot read").Len() == 20
+	})
 	for i := range 20 {
 		if err := client.Resource(widgets).Namespace("team").Delete(ctx, fmt.Sprintf("w%d", i), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
