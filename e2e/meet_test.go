@@ -239,3 +239,31 @@ func TestACustomKindCourierMayNotWatchHoldsNothingUp(t *testing.T) {
 		t.Error("no log line says courier may not watch Rollouts")
 	}
 }
+
+// SPEC (Replicas, guard): every courier label and annotation on a replica is
+// guarded like content — courier.dev/copied-metadata and courier.dev/via
+// included: an edit is reverted with ReplicaReverted, and a writer that keeps
+// making it meets the revert budget (ReplicaContested), not an endless loop.
+func TestEditsToCouriersOwnAnnotationsAreRevertsWithABudget(t *testing.T) {
+	s := setupReplication(t, "--compat=replicator")
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "repo", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyCopyLabels, "team"),
+		withLabel("team", "a"), withData("url", "https://git.example.com/x.git"))
+	createSecret(t, s.src, "compat", withAnnotation("replicator.v1.mittwald.de/replicate-to", dst), withData("k", "v"))
+	hasCopied := func(r *corev1.Secret) bool { return r.Annotations["courier.dev/copied-metadata"] != "" }
+	hasVia := func(r *corev1.Secret) bool { return r.Annotations["courier.dev/via"] != "" }
+	eventually(t, converge, "replica with copied metadata", secretWhere(dst, "repo", hasCopied))
+	eventually(t, converge, "compat replica with via", secretWhere(dst, "compat", hasVia))
+
+	updateSecret(t, dst, "repo", func(r *corev1.Secret) { delete(r.Annotations, "courier.dev/copied-metadata") })
+	eventually(t, converge, "copied-metadata restored", secretWhere(dst, "repo", hasCopied))
+	eventually(t, converge, "ReplicaReverted for copied-metadata", eventWith(dst, "repo", "ReplicaReverted", s.src+"/repo"))
+	updateSecret(t, dst, "compat", func(r *corev1.Secret) { delete(r.Annotations, "courier.dev/via") })
+	eventually(t, converge, "via restored", secretWhere(dst, "compat", hasVia))
+	eventually(t, converge, "ReplicaReverted for via", eventWith(dst, "compat", "ReplicaReverted", s.src+"/compat"))
+
+	notVia := func(r *corev1.Secret) bool { return !hasVia(r) }
+	changes := fight(t, "stripping courier.dev/via", notVia, func(r *corev1.Secret) { delete(r.Annotations, "courier.dev/via") },
+		eventWith(dst, "compat", "ReplicaContested", "more than 5 reverts"), dst, "compat")
+	t.Logf("courier.dev/via stripped %d times before courier backed off", changes)
+}

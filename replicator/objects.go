@@ -136,7 +136,7 @@ func replicaMeta(src metav1.Object, namespace, installation string, want replica
 	labels[wellknown.ManagedBy] = wellknown.ManagedByValue
 	labels[wellknown.Replica] = "true"
 	annotations[wellknown.Source] = src.GetNamespace() + "/" + src.GetName()
-	annotations[wellknown.ContentHash] = want.Hash
+	annotations[wellknown.ContentHash] = replica.Stamp(want.Hash, want.Via, want.Copied)
 	annotations[wellknown.Installation] = installation
 	m.Labels, m.Annotations = labels, annotations
 	return m

@@ -449,3 +449,35 @@ func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
 		t.Errorf("conflicts = %d, want 1", got)
 	}
 }
+
+// TestTamperedViaAndCopiedMetadata: courier.dev/via and
+// courier.dev/copied-metadata are guarded like content; a replica stamped
+// before they were (the content hash alone) is taken as it is.
+func TestTamperedViaAndCopiedMetadata(t *testing.T) {
+	want := replica.Want{Hash: "h1", Via: "replicator.v1.mittwald.de/replicate-to",
+		Copied: source.Record{Labels: map[string]string{"team": "a"}}}
+	good := func() *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, want, nil)}
+	}
+	tests := []struct {
+		name   string
+		change func(*corev1.Secret)
+		want   bool
+	}{
+		{"untouched", func(*corev1.Secret) {}, false},
+		{"via removed", func(s *corev1.Secret) { delete(s.Annotations, wellknown.Via) }, true},
+		{"via edited", func(s *corev1.Secret) { s.Annotations[wellknown.Via] = "x" }, true},
+		{"copied-metadata emptied", func(s *corev1.Secret) { s.Annotations[wellknown.CopiedMetadata] = "{}" }, true},
+		{"copied-metadata removed", func(s *corev1.Secret) { delete(s.Annotations, wellknown.CopiedMetadata) }, true},
+		{"stamped before via was (content hash alone)", func(s *corev1.Secret) { s.Annotations[wellknown.ContentHash] = "h1" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good()
+			tt.change(s)
+			if got := replica.Tampered(s, "h1", "p/s"); got != tt.want {
+				t.Errorf("Tampered = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

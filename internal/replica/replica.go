@@ -5,6 +5,9 @@
 package replica
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -85,14 +88,32 @@ func Marked(m metav1.Object) bool {
 	return managed || m.GetAnnotations()[wellknown.Installation] != ""
 }
 
+// Stamp is the courier.dev/content-hash courier writes on a replica whose
+// content hashes to h, made through via and carrying the copied metadata
+// rec: h itself for a plain replica; with via or copied metadata, a hash of
+// the three, so that an edit to courier.dev/via or
+// courier.dev/copied-metadata shows like an edit to the content (Tampered).
+func Stamp(h, via string, rec source.Record) string {
+	r := rec.Encode()
+	if via == "" && r == "" {
+		return h
+	}
+	sum := sha256.Sum256([]byte(h + "\x00" + via + "\x00" + r))
+	return hex.EncodeToString(sum[:])
+}
+
 // Tampered reports whether a replica courier wrote was changed since: its
-// content no longer matches the hash courier stamped on it, or courier's
-// labels or annotations, or the metadata it copied, were edited.
+// content (whose hash is hash), its courier.dev/via or its
+// courier.dev/copied-metadata no longer match what courier stamped on it, or
+// courier's labels or annotations, or the metadata it copied, were edited.
+// A stamp of the content alone, as courier wrote before it stamped via and
+// copied metadata, is taken as it is.
 func Tampered(m metav1.Object, hash string, sourceRef string) bool {
 	l, a := m.GetLabels(), m.GetAnnotations()
-	return a[wellknown.ContentHash] != hash || a[wellknown.Source] != sourceRef ||
+	stamp, rec := a[wellknown.ContentHash], source.RecordOf(a)
+	return (stamp != Stamp(hash, a[wellknown.Via], rec) && stamp != hash) || a[wellknown.Source] != sourceRef ||
 		l[wellknown.ManagedBy] != wellknown.ManagedByValue || l[wellknown.Replica] != "true" ||
-		!source.RecordOf(a).Carried(l, a)
+		!rec.Carried(l, a)
 }
 
 // systemNamespaces never receive replicas.

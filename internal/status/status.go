@@ -190,6 +190,9 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			var held string
 			if got, ok := byName[objKey(s.Kind, ns.Name, s.Name)]; ok {
 				obj, held = got.Meta, got.Meta.GetAnnotations()[wellknown.ContentHash]
+				if held == replica.Stamp(want.Hash, want.Via, want.Copied) {
+					held = want.Hash // the stamp says it holds the source's content
+				}
 			}
 			switch replica.Classify(o.Installation, ref, want, obj, held) {
 			case replica.Missing:
