@@ -267,3 +267,43 @@ func TestEditsToCouriersOwnAnnotationsAreRevertsWithABudget(t *testing.T) {
 		eventWith(dst, "compat", "ReplicaContested", "more than 5 reverts"), dst, "compat")
 	t.Logf("courier.dev/via stripped %d times before courier backed off", changes)
 }
+
+// SPEC (--compat=reflector): Reflector's namespace selectors
+// (reflection-allowed-namespaces-selector, reflection-auto-namespaces-selector)
+// are honoured as Reflector documents — a namespace matches the list or the
+// selector — in replication and in pulls; a selector alone never means
+// every namespace.
+func TestReflectorNamespaceSelectorsAreHonoured(t *testing.T) {
+	s := setupReplication(t, "--compat=reflector")
+	prod := s.target(t, "prod", map[string]string{"env": "prod"})
+	dev := s.target(t, "dev", nil)
+	named := s.target(t, "named", nil)
+	createSecret(t, s.src, "by-selector", withAnnotation(reflectorKey("reflection-allowed"), "true"), withAnnotation(reflectorKey("reflection-auto-enabled"), "true"),
+		withAnnotation(reflectorKey("reflection-auto-namespaces-selector"), "env=prod,test="+s.id), withData("k", "v"))
+	createSecret(t, s.src, "list-or-selector", withAnnotation(reflectorKey("reflection-allowed"), "true"), withAnnotation(reflectorKey("reflection-auto-enabled"), "true"),
+		withAnnotation(reflectorKey("reflection-auto-namespaces"), named), withAnnotation(reflectorKey("reflection-auto-namespaces-selector"), "env=prod,test="+s.id), withData("k", "v"))
+	want := map[string][]byte{"k": []byte("v")}
+	eventually(t, converge, "replica in the selected namespace", secretIn(prod, "by-selector", want))
+	eventually(t, converge, "replicas in the listed and the selected namespaces", func(ctx context.Context) (bool, error) {
+		a, _ := secretIn(prod, "list-or-selector", want)(ctx)
+		b, _ := secretIn(named, "list-or-selector", want)(ctx)
+		return a && b, nil
+	})
+	consistently(t, quiet, "nothing elsewhere", func(ctx context.Context) (bool, error) {
+		a, _ := secretGone(dev, "by-selector")(ctx)
+		b, _ := secretGone(named, "by-selector")(ctx)
+		c, _ := secretGone(dev, "list-or-selector")(ctx)
+		return a && b && c, nil
+	})
+
+	// Pulls: allowed by the selector only.
+	createSecret(t, s.src, "pullable", withAnnotation(reflectorKey("reflection-allowed"), "true"),
+		withAnnotation(reflectorKey("reflection-allowed-namespaces-selector"), "env=prod"), withData("k", "pulled"))
+	createSecret(t, prod, "mirror", withAnnotation(reflectorKey("reflects"), s.src+"/pullable"))
+	createSecret(t, dev, "mirror", withAnnotation(reflectorKey("reflects"), s.src+"/pullable"), withData("mine", "x"))
+	eventually(t, converge, "the pull from a selected namespace filled", secretIn(prod, "mirror", map[string][]byte{"k": []byte("pulled")}))
+	eventually(t, converge, "PullRefused elsewhere", eventWith(dev, "mirror", "PullRefused", "reflection-allowed-namespaces-selector"))
+}
+
+// reflectorKey is a Reflector annotation key.
+func reflectorKey(name string) string { return "reflector.v1.k8s.emberstack.com/" + name }

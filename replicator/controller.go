@@ -444,4 +444,5 @@ var sourceKeys = []string{
 	wellknown.ReplicateTo, wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations,
 	source.MittwaldReplicateTo, source.MittwaldReplicateToMatching, source.MittwaldAllowed, source.MittwaldAllowedNamespaces,
 	source.ReflectorAllowed, source.ReflectorAllowedNamespaces, source.ReflectorAutoEnabled, source.ReflectorAutoNamespaces,
+	source.ReflectorAllowedSelector, source.ReflectorAutoSelector,
 }

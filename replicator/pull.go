@@ -126,7 +126,11 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 	case src.typ == corev1.SecretTypeServiceAccountToken:
 		return nil, fmt.Sprintf("%s Secrets are never copied", corev1.SecretTypeServiceAccountToken)
 	}
-	if ok, why := source.PullAllowed(src.meta.GetAnnotations(), via, k.Namespace); !ok {
+	target, err := c.namespaces.Get(k.Namespace)
+	if err != nil {
+		return nil, fmt.Sprintf("namespace %s is not known yet", k.Namespace) // syncPull waits for it first
+	}
+	if ok, why := source.PullAllowed(src.meta.GetAnnotations(), via, target); !ok {
 		return nil, why
 	}
 	if content.IsDigested(src.meta) {

@@ -148,8 +148,6 @@ func planContent(kind string, m metav1.Object, f map[string]string, namespaces [
 			obj.note(k, "courier copies no labels or annotations unless courier.dev/copy-labels or copy-annotations lists them")
 		case source.MittwaldPrefix + "keep-owner-references":
 			obj.note(k, "courier never copies owner references (the owner lives in the source's namespace)")
-		case source.ReflectorPrefix + "reflection-allowed-namespaces-selector", source.ReflectorPrefix + "reflection-auto-namespaces-selector":
-			obj.note(k, "not read by courier: add the selector to courier.dev/replicate-to instead")
 		}
 	}
 	return obj
@@ -175,6 +173,23 @@ func planSource(obj *Object, a map[string]string, namespaces []string, o Options
 		obj.addNames(source.MittwaldReplicateTo, byName(obj, source.MittwaldReplicateTo, source.Items(to), func(ns string) bool { return match(a, ns) }, namespaces), a)
 	default: // Reflector's automatic mirrors
 		allowed, auto := a[source.ReflectorAllowedNamespaces], a[source.ReflectorAutoNamespaces]
+		allowedSel, autoSel := strings.TrimSpace(a[source.ReflectorAllowedSelector]), strings.TrimSpace(a[source.ReflectorAutoSelector])
+		switch {
+		case (allowedSel != "" || autoSel != "") && allowed == "" && auto == "":
+			// Selectors only: the namespaces both match, one label selector.
+			var sels []string
+			for _, sel := range []string{allowedSel, autoSel} {
+				if sel != "" {
+					sels = append(sels, sel)
+				}
+			}
+			obj.add(wellknown.ReplicateTo, strings.Join(sels, ","), a)
+			return
+		case allowedSel != "" || autoSel != "":
+			obj.note(firstOf(obj.Found, source.ReflectorAutoSelector, source.ReflectorAllowedSelector),
+				"with a namespace list it means the namespaces the list or the selector match, which one courier.dev/replicate-to selector cannot say: keep --compat=reflector for it, or label the listed namespaces and select by label")
+			return
+		}
 		if allowed == "" && auto == "" {
 			obj.add(wellknown.ReplicateTo, "*", a)
 			return

@@ -37,6 +37,10 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 			secret("platform", "union", map[string]string{"replicator.v1.mittwald.de/replicate-to": "a", "replicator.v1.mittwald.de/replicate-to-matching": "x=y"}),
 			secret("platform", "pattern", map[string]string{"replicator.v1.mittwald.de/replicate-to": "team-[0-9]+"}),
 			secret("platform", "mirror-all", map[string]string{"reflector.v1.k8s.emberstack.com/reflection-allowed": "true", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled": "true"}),
+			secret("platform", "mirror-selected", map[string]string{"reflector.v1.k8s.emberstack.com/reflection-allowed": "true", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled": "true",
+				"reflector.v1.k8s.emberstack.com/reflection-allowed-namespaces-selector": "tier!=secret", "reflector.v1.k8s.emberstack.com/reflection-auto-namespaces-selector": "env=prod"}),
+			secret("platform", "mirror-list-or-selector", map[string]string{"reflector.v1.k8s.emberstack.com/reflection-allowed": "true", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled": "true",
+				"reflector.v1.k8s.emberstack.com/reflection-auto-namespaces": "team-1", "reflector.v1.k8s.emberstack.com/reflection-auto-namespaces-selector": "env=prod"}),
 			secret("elsewhere", "stray", map[string]string{"replicator.v1.mittwald.de/replicate-to-matching": "x=y"}),
 			secret("team-1", "ignored", map[string]string{"reloader.stakater.com/ignore": "true"}),
 			secret("team-1", "db", nil),
@@ -59,11 +63,12 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 		}
 	}
 	want := map[string]map[string]string{
-		"platform/pattern":    {"courier.dev/replicate-to": "kubernetes.io/metadata.name in (team-1,team-2)"},
-		"platform/mirror-all": {"courier.dev/replicate-to": "*"},
-		"elsewhere/stray":     {"courier.dev/replicate-to": "x=y"},
-		"team-1/web":          {"courier.dev/reload-on": "secret/db"},
-		"team-1/listed":       {"courier.dev/reload-on": "secret/db"},
+		"platform/pattern":         {"courier.dev/replicate-to": "kubernetes.io/metadata.name in (team-1,team-2)"},
+		"platform/mirror-all":      {"courier.dev/replicate-to": "*"},
+		"platform/mirror-selected": {"courier.dev/replicate-to": "tier!=secret,env=prod"},
+		"elsewhere/stray":          {"courier.dev/replicate-to": "x=y"},
+		"team-1/web":               {"courier.dev/reload-on": "secret/db"},
+		"team-1/listed":            {"courier.dev/reload-on": "secret/db"},
 	}
 	if diff := cmp.Diff(want, adds); diff != "" {
 		t.Errorf("adds (-want +got):\n%s", diff)
@@ -72,6 +77,7 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 		{"platform/union", "replicator.v1.mittwald.de/replicate-to", "union"},
 		{"platform/pattern", "replicator.v1.mittwald.de/replicate-to", "created later"},
 		{"elsewhere/stray", "replicator.v1.mittwald.de/replicate-to-matching", "--source-namespaces"},
+		{"platform/mirror-list-or-selector", "reflector.v1.k8s.emberstack.com/reflection-auto-namespaces-selector", "the list or the selector"},
 		{"team-1/ignored", "reloader.stakater.com/ignore", "no per-object opt-out"},
 		{"team-1/web", "reloader.stakater.com/rollout-strategy", "own strategy"},
 		{"team-1/listed", "secret.reloader.stakater.com/reload", "is a pattern"},

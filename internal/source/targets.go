@@ -28,6 +28,9 @@ const (
 	ReflectorAllowedNamespaces = ReflectorPrefix + "reflection-allowed-namespaces"
 	ReflectorAutoEnabled       = ReflectorPrefix + "reflection-auto-enabled"
 	ReflectorAutoNamespaces    = ReflectorPrefix + "reflection-auto-namespaces"
+	// The selectors: a namespace matches the list or the selector.
+	ReflectorAllowedSelector = ReflectorPrefix + "reflection-allowed-namespaces-selector"
+	ReflectorAutoSelector    = ReflectorPrefix + "reflection-auto-namespaces-selector"
 	ReflectorReflects          = ReflectorPrefix + "reflects"
 	ReflectorAutoReflects      = ReflectorPrefix + "auto-reflects"
 )
@@ -101,15 +104,15 @@ func TargetsOf(annotations map[string]string, compat Compat) (Targets, error) {
 		}}, nil
 	}
 	if compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]) && isDotNetTrue(annotations[ReflectorAutoEnabled]) {
-		allowed, err := reflectorList(ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces])
+		allowed, err := reflectorNamespaces(annotations, ReflectorAllowedNamespaces, ReflectorAllowedSelector)
 		if err != nil {
 			return Targets{}, err
 		}
-		auto, err := reflectorList(ReflectorAutoNamespaces, annotations[ReflectorAutoNamespaces])
+		auto, err := reflectorNamespaces(annotations, ReflectorAutoNamespaces, ReflectorAutoSelector)
 		if err != nil {
 			return Targets{}, err
 		}
-		return Targets{Via: ReflectorAutoEnabled, match: func(ns *corev1.Namespace) bool { return allowed(ns.Name) && auto(ns.Name) }}, nil
+		return Targets{Via: ReflectorAutoEnabled, match: func(ns *corev1.Namespace) bool { return allowed(ns) && auto(ns) }}, nil
 	}
 	return Targets{}, fmt.Errorf("not a source")
 }
@@ -124,8 +127,9 @@ func ParseSelector(s string) (labels.Selector, error) {
 }
 
 // PullAllowed reports whether a source with annotations lets a target in
-// namespace pull from it through tool's annotation (via), and if not, why.
-func PullAllowed(annotations map[string]string, via, namespace string) (bool, string) {
+// namespace ns pull from it through tool's annotation (via), and if not, why.
+func PullAllowed(annotations map[string]string, via string, ns *corev1.Namespace) (bool, string) {
+	namespace := ns.Name
 	switch via {
 	case MittwaldReplicateFrom:
 		if !IsTrue(annotations[MittwaldAllowed]) {
@@ -146,12 +150,13 @@ func PullAllowed(annotations map[string]string, via, namespace string) (bool, st
 		if !isDotNetTrue(annotations[ReflectorAllowed]) {
 			return false, fmt.Sprintf("the source lacks %s: \"true\"", ReflectorAllowed)
 		}
-		allowed, err := reflectorList(ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces])
+		allowed, err := reflectorNamespaces(annotations, ReflectorAllowedNamespaces, ReflectorAllowedSelector)
 		if err != nil {
 			return false, err.Error()
 		}
-		if !allowed(namespace) {
-			return false, fmt.Sprintf("the source's %s=%q does not match namespace %s", ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces], namespace)
+		if !allowed(ns) {
+			return false, fmt.Sprintf("the source's %s=%q and %s=%q do not match namespace %s", ReflectorAllowedNamespaces, annotations[ReflectorAllowedNamespaces],
+				ReflectorAllowedSelector, annotations[ReflectorAllowedSelector], namespace)
 		}
 	default:
 		return false, "unknown pull annotation " + via
@@ -228,6 +233,31 @@ func reflectorList(annotation, v string) (func(string) bool, error) {
 		return nil, err
 	}
 	return anyMatch(res), nil
+}
+
+// reflectorNamespaces reads one of Reflector's namespace sets: its name list
+// (listKey) or its label selector (selectorKey) matches; with neither (or
+// both empty), every namespace.
+func reflectorNamespaces(annotations map[string]string, listKey, selectorKey string) (func(*corev1.Namespace) bool, error) {
+	list, sel := annotations[listKey], strings.TrimSpace(annotations[selectorKey])
+	if sel == "" {
+		names, err := reflectorList(listKey, list)
+		if err != nil {
+			return nil, err
+		}
+		return func(ns *corev1.Namespace) bool { return names(ns.Name) }, nil
+	}
+	selector, err := labels.Parse(sel)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q is not a valid namespace label selector: %w", selectorKey, sel, err)
+	}
+	names := func(string) bool { return false }
+	if list != "" {
+		if names, err = reflectorList(listKey, list); err != nil {
+			return nil, err
+		}
+	}
+	return func(ns *corev1.Namespace) bool { return names(ns.Name) || selector.Matches(labels.Set(ns.Labels)) }, nil
 }
 
 // IsTrue reads a boolean as kubernetes-replicator and Stakater Reloader do
