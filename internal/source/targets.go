@@ -31,8 +31,8 @@ const (
 	// The selectors: a namespace matches the list or the selector.
 	ReflectorAllowedSelector = ReflectorPrefix + "reflection-allowed-namespaces-selector"
 	ReflectorAutoSelector    = ReflectorPrefix + "reflection-auto-namespaces-selector"
-	ReflectorReflects          = ReflectorPrefix + "reflects"
-	ReflectorAutoReflects      = ReflectorPrefix + "auto-reflects"
+	ReflectorReflects        = ReflectorPrefix + "reflects"
+	ReflectorAutoReflects    = ReflectorPrefix + "auto-reflects"
 )
 
 // Targets says which namespaces a source wants replicas in. The namespace
