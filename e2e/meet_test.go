@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -307,3 +308,40 @@ func TestReflectorNamespaceSelectorsAreHonoured(t *testing.T) {
 
 // reflectorKey is a Reflector annotation key.
 func reflectorKey(name string) string { return "reflector.v1.k8s.emberstack.com/" + name }
+
+// SPEC (--compat, pulls): a refused pull costs nothing per change of its
+// source and its PullRefused Event is written once per cause; an
+// installation that does not serve the source's namespace stays silent.
+func TestRefusedPullsDoNotAmplify(t *testing.T) {
+	s := setupReplication(t, "--compat=replicator")
+	other := startCourier(t, "--source-namespaces="+newNamespace(t, "elsewhere", nil), "--compat=replicator")
+	other.WaitLeader(t.Context())
+	tenant := s.target(t, "tenant", nil)
+	createSecret(t, s.src, "db", withData("k", "v")) // allows no pulls
+	const pulls = 40
+	for i := range pulls {
+		createSecret(t, tenant, fmt.Sprintf("p%d", i), withAnnotation("replicator.v1.mittwald.de/replicate-from", s.src+"/db"))
+	}
+	for i := range pulls {
+		eventually(t, converge, "PullRefused", eventWith(tenant, fmt.Sprintf("p%d", i), "PullRefused", "replication-allowed"))
+	}
+	time.Sleep(quiet)
+	adds := func() float64 {
+		v, _ := s.courier.MetricValue(t.Context(), `courier_workqueue_adds_total{name="replicator"}`)
+		return v
+	}
+	before := adds()
+	for i := range 3 {
+		updateSecret(t, s.src, "db", func(x *corev1.Secret) { x.Data["k"] = []byte(fmt.Sprintf("v%d", i)) })
+	}
+	time.Sleep(quiet)
+	if n := adds() - before; n >= pulls {
+		t.Errorf("3 changes of the source queued %g keys: its refused pulls are synced again", n)
+	}
+	for i := range pulls {
+		name := fmt.Sprintf("p%d", i)
+		if n := eventCount(t, tenant, name, "PullRefused"); n != 1 {
+			t.Errorf("%s: %d PullRefused Events, want 1", name, n)
+		}
+	}
+}

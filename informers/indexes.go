@@ -27,6 +27,10 @@ const (
 	// another tool's annotation (with --compat) by that source,
 	// "<namespace>/<name>".
 	PullsBySource = "courier.dev/pulls-by-source"
+	// Installations indexes the digest key Secret every courier
+	// installation writes in its namespace by that namespace: its index
+	// values are the installations on the cluster.
+	Installations = "courier.dev/installations"
 )
 
 // ContentIndexers are the indexers every Secret and ConfigMap informer gets,
@@ -41,6 +45,13 @@ func ContentIndexers(cfg role.Config) cache.Indexers {
 			return []string{m.GetName()}, nil
 		},
 		ReplicasBySource: indexReplicasBySource,
+		Installations: func(obj any) ([]string, error) {
+			m, err := metaOf(obj)
+			if err != nil || m.GetName() != wellknown.DigestKeySecret || m.GetLabels()[wellknown.DigestKey] != "true" {
+				return nil, err
+			}
+			return []string{m.GetNamespace()}, nil
+		},
 		PullsBySource: func(obj any) ([]string, error) {
 			r, _, err := roleOf(obj, cfg)
 			if err != nil || r.PullVia == "" {

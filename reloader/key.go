@@ -30,7 +30,7 @@ import (
 // KeySecret is the name of the Secret holding the digest key, in courier's
 // namespace, labelled wellknown.DigestKey=true; its key "key" holds 32
 // random bytes.
-const KeySecret = "courier-digest-key"
+const KeySecret = wellknown.DigestKeySecret
 
 // digester computes a workload's digests with one key, or, with none, as
 // baselines written before digests were keyed did.

@@ -98,6 +98,7 @@ type Controller struct {
 
 	mu        sync.Mutex
 	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
+	refused   map[types.UID]string     // the cause last told of each refused pull (see refusePull)
 	relabeled map[string]relabel       // label changes by namespace
 }
 
@@ -140,6 +141,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		clock:     o.Clock,
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
+		refused:   map[types.UID]string{},
 		relabeled: map[string]relabel{},
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: secrets, kindConfigMap: configMaps} {
@@ -267,7 +269,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 			if c.isSourceMeta(m) {
 				c.sourceChanged(kind, m)
 			}
-			c.enqueueClaims(kind, m)
+			c.enqueueClaims(kind, m, true)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			old, err1 := meta.Accessor(oldObj)
@@ -280,7 +282,9 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 					c.sourceChanged(kind, cur)
 				}
 			}
-			c.enqueueClaims(kind, cur)
+			// Its pullers look again only if it lets them pull (or did): a
+			// refused pull's cause does not change with the source's content.
+			c.enqueueClaims(kind, cur, c.allowsPulls(old) || c.allowsPulls(cur))
 		},
 		DeleteFunc: func(obj any) {
 			obj = informers.Unwrap(obj)
@@ -299,7 +303,8 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 				c.forgetSource(m.GetUID())
 				c.sourceChanged(kind, m)
 			}
-			c.enqueueClaims(kind, m)
+			c.forgetRefusal(m.GetUID())
+			c.enqueueClaims(kind, m, true)
 		},
 	}
 }
@@ -308,6 +313,9 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 func (c *Controller) isSourceMeta(m metav1.Object) bool {
 	return role.Of(m, "", c.roles).Pushes // a push does not depend on the type
 }
+
+// allowsPulls reports whether m's annotations let objects pull from it.
+func (c *Controller) allowsPulls(m metav1.Object) bool { return role.Of(m, "", c.roles).AllowsPulls }
 
 // roleOf is what it is to courier (package role).
 func (c *Controller) roleOf(it *item) role.Role { return role.Of(it.meta, it.typ, c.roles) }
@@ -352,9 +360,9 @@ func courierMetaChanged(o, n metav1.Object) bool {
 }
 
 // enqueueClaims enqueues the pair of every source named like m for m's
-// namespace, and of the source m names as its own, if any; and the pulls m
-// takes part in.
-func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
+// namespace, and of the source m names as its own, if any; and m's pull,
+// and with pullers the pulls from m.
+func (c *Controller) enqueueClaims(kind string, m metav1.Object, pullers bool) {
 	now := c.clock.Now()
 	ns := m.GetNamespace()
 	if src, ok := m.GetAnnotations()[wellknown.Source]; ok {
@@ -363,7 +371,7 @@ func (c *Controller) enqueueClaims(kind string, m metav1.Object) {
 		}
 	}
 	c.enqueueSourcesNamed(kind, m.GetName(), ns, now)
-	c.enqueuePulls(kind, m, now)
+	c.enqueuePulls(kind, m, pullers, now)
 }
 
 // enqueueAllSourcesFor enqueues the pair of every source for namespace ns.

@@ -6,9 +6,11 @@ import (
 	"maps"
 	"time"
 
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/informers"
@@ -27,11 +29,14 @@ const ReasonPullRefused = "PullRefused"
 // opPull counts the writes that fill an object pulling from a source.
 const opPull = "pull"
 
-// enqueuePulls enqueues the pull of m, if m pulls from a source, and of
-// every object pulling from m.
-func (c *Controller) enqueuePulls(kind string, m metav1.Object, seen time.Time) {
+// enqueuePulls enqueues the pull of m, if m pulls from a source, and, with
+// pullers, of every object pulling from m.
+func (c *Controller) enqueuePulls(kind string, m metav1.Object, pullers bool, seen time.Time) {
 	if role.Of(m, "", c.roles).PullVia != "" {
 		c.enqueue(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Pull: true}, seen)
+	}
+	if !pullers {
+		return
 	}
 	pulls, _ := c.objects[kind].byIndex(informers.PullsBySource, m.GetNamespace()+"/"+m.GetName())
 	for _, p := range pulls {
@@ -60,17 +65,20 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 		return err // not in the cache yet: retried (quietly) until it is
 	}
 	src, why := c.pullSource(k, o, t, r)
+	if why == servedElsewhere {
+		c.logger.Debug("a pull from a namespace another installation serves", zap.Stringer("pull", k))
+		return nil
+	}
 	if why != "" {
-		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
-			"%s=%q is not honoured: %s. Nothing is written to this %s until that changes", via, ref, why, k.Kind))
+		c.refusePull(k, t, why)
 		return nil
 	}
 	spec, err := source.Parse(src.meta.GetAnnotations())
 	if err != nil {
-		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
-			"%s=%q is not honoured: the source's %v. Nothing is written to this %s until that changes", via, ref, err, k.Kind))
+		c.refusePull(k, t, fmt.Sprintf("the source's %v", err))
 		return nil
 	}
+	c.forgetRefusal(t.meta.GetUID())
 	hash := c.hash(src, spec)
 	a := t.meta.GetAnnotations()
 	held := content.Hash(t.entries())
@@ -97,6 +105,36 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	return err
 }
 
+// servedElsewhere is pullSource's answer for a pull from a namespace
+// outside --source-namespaces while other installations run: one of them
+// may serve it, and this one says nothing.
+const servedElsewhere = "served elsewhere"
+
+// refusePull tells t's owner why its pull is not honoured: once per cause
+// (a source change, a resync or a new term that finds the same cause says
+// nothing again).
+func (c *Controller) refusePull(k key, t *item, why string) {
+	uid := t.meta.GetUID()
+	c.mu.Lock()
+	said := c.refused[uid] == why
+	c.refused[uid] = why
+	c.mu.Unlock()
+	if said {
+		return
+	}
+	r := c.roleOf(t)
+	c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
+		"%s=%q is not honoured: %s. Nothing is written to this %s until that changes", r.PullVia, r.PullRef, why, k.Kind))
+}
+
+// forgetRefusal drops the cause last told of an object's pull: it is
+// honoured now, no longer a pull, or gone.
+func (c *Controller) forgetRefusal(uid types.UID) {
+	c.mu.Lock()
+	delete(c.refused, uid)
+	c.mu.Unlock()
+}
+
 // pullSource returns the source t pulls from, or why courier does not
 // honour the pull.
 func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item, string) {
@@ -111,6 +149,8 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 		return nil, "this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + via + ", or make another object pull"
 	case r.Kind != role.PullTarget:
 		return nil, "this object is a courier " + r.Kind.String() + " itself"
+	case !c.opts.SourceNamespaces.Match(srcNS) && len(o.indexer.ListIndexFuncValues(informers.Installations)) > 1:
+		return nil, servedElsewhere // not this installation's to serve or refuse
 	case !c.opts.SourceNamespaces.Match(srcNS):
 		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
 	case !c.eligible(k.Namespace, srcNS):

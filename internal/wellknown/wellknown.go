@@ -52,8 +52,10 @@ const (
 	BackupOf   = Prefix + "backup-of"
 	BackupMeta = Prefix + "backup-meta"
 	// DigestKey (label, "true") marks the Secret in courier's namespace that
-	// holds the key of the digests courier writes on workloads.
-	DigestKey = Prefix + "digest-key"
+	// holds the key of the digests courier writes on workloads:
+	// DigestKeySecret. Every installation writes one in its namespace.
+	DigestKey       = Prefix + "digest-key"
+	DigestKeySecret = "courier-digest-key"
 	// Installation (annotation, on a replica) names the courier installation
 	// that made it: the namespace that installation runs in (--namespace).
 	Installation = Prefix + "installation"
