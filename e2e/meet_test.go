@@ -7,11 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/courier-k8s/courier/internal/migrate"
 )
 
 // Tests of where features meet on one object (issue #29): each combination
@@ -215,12 +220,7 @@ func TestAWorkloadCreatedWithAChangeIsNotRolledOut(t *testing.T) {
 // ever, courier becomes ready, and the log and a metric say what is wrong.
 func TestACustomKindCourierMayNotWatchHoldsNothingUp(t *testing.T) {
 	const name = "rollouts.argoproj.io"
-	crds := dynamicAdmin(t).Resource(crdResource)
-	if _, err := crds.Get(t.Context(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		createCRD(t, "argoproj.io", "rollouts", "Rollout")
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	ensureRolloutCRD(t)
 	id := identityWith(t, "courier-no-rollouts", []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"},
 		Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{name}, Verbs: []string{"list", "watch"}}})
 	ns := newNamespace(t, "app", nil)
@@ -343,5 +343,77 @@ func TestRefusedPullsDoNotAmplify(t *testing.T) {
 		if n := eventCount(t, tenant, name, "PullRefused"); n != 1 {
 			t.Errorf("%s: %d PullRefused Events, want 1", name, n)
 		}
+	}
+}
+
+// ensureRolloutCRD makes sure rollouts.argoproj.io is served (a minimal CRD
+// when Argo Rollouts' own is not installed, deleted at the end) and returns
+// its resource.
+func ensureRolloutCRD(t *testing.T) schema.GroupVersionResource {
+	t.Helper()
+	crds := dynamicAdmin(t).Resource(crdResource)
+	var u *unstructured.Unstructured
+	var err error
+	eventually(t, 30*time.Second, "rollouts.argoproj.io not being deleted", func(ctx context.Context) (bool, error) {
+		u, err = crds.Get(ctx, "rollouts.argoproj.io", metav1.GetOptions{})
+		return err != nil || u.GetDeletionTimestamp() == nil, nil
+	})
+	if apierrors.IsNotFound(err) {
+		return createCRD(t, "argoproj.io", "rollouts", "Rollout")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	for _, v := range versions {
+		if m, _ := v.(map[string]any); m["storage"] == true {
+			return schema.GroupVersionResource{Group: "argoproj.io", Version: m["name"].(string), Resource: "rollouts"}
+		}
+	}
+	t.Fatal("rollouts.argoproj.io has no storage version")
+	return schema.GroupVersionResource{}
+}
+
+// SPEC (courier migrate): Rollouts carrying Reloader's annotations are
+// listed, mapped and, with --apply, annotated like Deployments; without
+// --reload-resources=rollouts.argoproj.io each says courier would not
+// reload it.
+func TestMigrateSeesArgoRollouts(t *testing.T) {
+	rollouts := ensureRolloutCRD(t)
+	ns := newNamespace(t, "mig-rollouts", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	tmpl := map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1",
+			"envFrom": []any{map[string]any{"secretRef": map[string]any{"name": "db"}}}}}}}
+	createObject(t, rollouts, "Rollout", ns, "web", map[string]string{"reloader.stakater.com/auto": "true"},
+		map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}, "template": tmpl})
+
+	find := func(r migrate.Report) *migrate.Object {
+		for i, o := range r.Objects {
+			if o.Namespace == ns && o.Name == "web" {
+				return &r.Objects[i]
+			}
+		}
+		return nil
+	}
+	o := find(courierMigrate(t))
+	if o == nil {
+		t.Fatal("courier migrate does not list the Rollout")
+	}
+	if diff := cmp.Diff(map[string]string{"courier.dev/reload": "true"}, o.Add); diff != "" {
+		t.Errorf("the Rollout's courier annotations (-want +got):\n%s", diff)
+	}
+	warned := false
+	for _, n := range o.NotHonoured {
+		warned = warned || strings.Contains(n.Why, "--reload-resources=rollouts.argoproj.io")
+	}
+	if !warned {
+		t.Errorf("no note that courier reloads Rollouts only with --reload-resources: %+v", o.NotHonoured)
+	}
+	if o := find(courierMigrate(t, "--reload-resources=rollouts.argoproj.io", "--apply")); o == nil || !o.Applied {
+		t.Fatalf("--apply did not annotate the Rollout: %+v", o)
+	}
+	u, err := getCustom(t.Context(), t, rollouts, ns, "web")
+	if err != nil || u.GetAnnotations()["courier.dev/reload"] != "true" {
+		t.Errorf("the Rollout's annotations after --apply: %v (%v)", u.GetAnnotations(), err)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 )
 
 // Subcommand is the command line the subcommands that read the cluster
@@ -73,7 +75,7 @@ func (s *Subcommand) Fail(err error) { fmt.Fprintf(s.stderr, "courier %s: %v\n",
 // Clients are the typed and the metadata-only client, with the user's
 // kubeconfig and a modest client-side rate limit (the API server is shared).
 func (s *Subcommand) Clients() (kubernetes.Interface, metadata.Interface, error) {
-	cfg, err := RestConfig(Options{Kubeconfig: s.Kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
+	cfg, err := s.restConfig()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,4 +88,17 @@ func (s *Subcommand) Clients() (kubernetes.Interface, metadata.Interface, error)
 		return nil, nil, err
 	}
 	return client, meta, nil
+}
+
+// Dynamic is a dynamic client with the same configuration, for custom kinds.
+func (s *Subcommand) Dynamic() (dynamic.Interface, error) {
+	cfg, err := s.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+func (s *Subcommand) restConfig() (*rest.Config, error) {
+	return RestConfig(Options{Kubeconfig: s.Kubeconfig, KubeAPIQPS: 50, KubeAPIBurst: 100})
 }

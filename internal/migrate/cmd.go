@@ -10,15 +10,21 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/courier-k8s/courier/internal/config"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
 )
 
 // Main is `courier migrate`. It returns the exit code: 0, 1 when the
@@ -26,7 +32,9 @@ import (
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cmd := config.NewSubcommand("migrate", "Lists every object carrying Stakater Reloader's, kubernetes-replicator's or Reflector's annotations,\nthe courier.dev annotations that mean the same, and what courier cannot honour and why.\nWith --apply it adds the courier annotations. Give it the flags (or COURIER_* variables) courier runs with.", stderr)
 	var reloadAll, apply bool
+	var resources workload.Resources
 	cmd.Flags.BoolVar(&reloadAll, "reload-all", false, "as courier's flag (and Reloader's --auto-reload-all)")
+	cmd.Flags.Var(&resources, "reload-resources", "as courier's flag: the custom kinds it reloads (Rollouts carrying Reloader's annotations are listed whether or not it names rollouts.argoproj.io)")
 	cmd.Flags.BoolVar(&apply, "apply", false, "add the courier annotations to the objects (the other tools' annotations are never removed)")
 	var src globs.List
 	code, ok := cmd.Parse(args, getenv, func() (err error) {
@@ -36,7 +44,11 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	if !ok {
 		return code
 	}
-	if err := run(context.Background(), cmd, Options{SourceNamespaces: src, ReloadAll: reloadAll}, apply, stdout); err != nil {
+	o := Options{SourceNamespaces: src, ReloadAll: reloadAll}
+	for _, r := range resources {
+		o.ReloadsRollouts = o.ReloadsRollouts || r.GroupResource == workload.Rollouts
+	}
+	if err := run(context.Background(), cmd, o, apply, stdout); err != nil {
 		cmd.Fail(err)
 		return 1
 	}
@@ -52,10 +64,17 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, apply bool, w i
 	if err != nil {
 		return err
 	}
+	dyn, err := cmd.Dynamic()
+	if err != nil {
+		return err
+	}
+	if err := collectRollouts(ctx, client, dyn, &c); err != nil {
+		return err
+	}
 	r := Plan(c, o)
 	var applyErr error
 	if apply {
-		applyErr = r.Apply(ctx, client)
+		applyErr = r.Apply(ctx, client, dyn)
 	}
 	if cmd.Output == "json" {
 		enc := json.NewEncoder(w)
@@ -69,9 +88,64 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, apply bool, w i
 	return applyErr
 }
 
+// collectRollouts adds Argo Rollouts' Rollouts to c's workloads when the
+// cluster serves them: each with its own pod template, or, with
+// spec.workloadRef, its Deployment's. Rollouts that cannot be read are an
+// error: a report without them would say nothing is left to migrate.
+func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, c *status.Cluster) error {
+	version := ""
+	groups, err := client.Discovery().ServerGroups()
+	if err != nil {
+		return fmt.Errorf("discover the API groups (to find Argo Rollouts): %w", err)
+	}
+	for _, g := range groups.Groups {
+		if g.Name == workload.Rollouts.Group {
+			version = g.PreferredVersion.Version
+		}
+	}
+	if version == "" {
+		return nil // Argo Rollouts is not installed
+	}
+	gvr := workload.Rollouts.WithVersion(version)
+	deployments := map[string]*corev1.PodTemplateSpec{}
+	for _, w := range c.Workloads {
+		if w.Kind == workload.Deployment {
+			deployments[w.Meta.GetNamespace()+"/"+w.Meta.GetName()] = w.Template
+		}
+	}
+	err = each(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return dyn.Resource(gvr).Namespace("").List(ctx, o)
+	}, func(obj runtime.Object) error {
+		u := obj.(*unstructured.Unstructured)
+		tmpl := &corev1.PodTemplateSpec{}
+		if ref, ok, _ := unstructured.NestedString(u.Object, "spec", "workloadRef", "name"); ok {
+			if tmpl = deployments[u.GetNamespace()+"/"+ref]; tmpl == nil {
+				return nil // its Deployment is not there: nothing to reload
+			}
+		} else if t, ok, _ := unstructured.NestedMap(u.Object, "spec", "template"); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(t, tmpl); err != nil {
+				return nil // not a pod template: courier does not reload it either
+			}
+		}
+		c.Workloads = append(c.Workloads, status.Workload{Kind: workload.Rollout, Meta: u, Template: tmpl, Spec: &tmpl.Spec, Resource: &gvr})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list Argo Rollouts' Rollouts (%s), which courier reloads with --reload-resources=rollouts.argoproj.io; without them this report would be incomplete: %w", gvr, err)
+	}
+	return nil
+}
+
+// each calls fn for every item of every page (500 per request).
+func each(ctx context.Context, list pager.ListPageFunc, fn func(runtime.Object) error) error {
+	p := pager.New(list)
+	p.PageSize = 500
+	return p.EachListItem(ctx, metav1.ListOptions{}, fn)
+}
+
 // Apply adds each object's courier annotations with a merge patch, as field
 // manager courier-migrate; nothing else of the object changes.
-func (r *Report) Apply(ctx context.Context, client kubernetes.Interface) error {
+func (r *Report) Apply(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
 	var errs []error
 	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager + "-migrate"}
 	for i := range r.Objects {
@@ -95,6 +169,12 @@ func (r *Report) Apply(ctx context.Context, client kubernetes.Interface) error {
 			_, err = client.AppsV1().DaemonSets(ns).Patch(ctx, name, pt, patch, opts)
 		case "CronJob":
 			_, err = client.BatchV1().CronJobs(ns).Patch(ctx, name, pt, patch, opts)
+		default:
+			if obj.resource == nil {
+				err = fmt.Errorf("courier migrate does not write %s objects", obj.Kind)
+				break
+			}
+			_, err = dyn.Resource(*obj.resource).Namespace(ns).Patch(ctx, name, pt, patch, opts)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s/%s: %w", obj.Kind, ns, name, err))

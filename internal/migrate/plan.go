@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/courier-k8s/courier/internal/globs"
@@ -45,6 +46,8 @@ type Object struct {
 	NotHonoured []Note `json:"notHonoured,omitempty"`
 	// Applied: --apply added Add.
 	Applied bool `json:"applied,omitempty"`
+	// resource is what --apply patches for a custom kind (a Rollout).
+	resource *schema.GroupVersionResource
 }
 
 // Note is one annotation courier cannot honour as its tool does.
@@ -57,6 +60,8 @@ type Note struct {
 type Options struct {
 	SourceNamespaces globs.List
 	ReloadAll        bool
+	// ReloadsRollouts: --reload-resources lists rollouts.argoproj.io.
+	ReloadsRollouts bool
 }
 
 // toolPrefixes are the key prefixes of the tools courier reads.
@@ -91,11 +96,16 @@ func Plan(c status.Cluster, o Options) Report {
 		}
 	}
 	for _, w := range c.Workloads {
-		_, tmpl := workload.Of(w.Meta)
+		tmpl := w.Template
 		f := found(w.Meta.GetAnnotations())
 		maps.Copy(f, found(tmpl.Annotations))
 		if len(f) > 0 {
-			r.Objects = append(r.Objects, planWorkload(w, tmpl, f, byName, o))
+			obj := planWorkload(w, tmpl, f, byName, o)
+			obj.resource = w.Resource
+			if w.Kind == workload.Rollout && !o.ReloadsRollouts {
+				obj.note(firstOf(f, slices.Sorted(maps.Keys(f))...), "courier reloads Rollouts only with --reload-resources=rollouts.argoproj.io (and its RBAC): add it, or this Rollout stops reloading once --compat=reloader goes")
+			}
+			r.Objects = append(r.Objects, obj)
 		}
 	}
 	slices.SortFunc(r.Objects, func(a, b Object) int {

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
@@ -112,7 +113,12 @@ type Object struct {
 type Workload struct {
 	Kind string
 	Meta metav1.Object
-	Spec *corev1.PodSpec
+	// Template is the pod template it rolls out (a Rollout with
+	// spec.workloadRef: its Deployment's); Spec is Template's spec.
+	Template *corev1.PodTemplateSpec
+	Spec     *corev1.PodSpec
+	// Resource is a custom kind's (a Rollout's); nil for the built-in kinds.
+	Resource *schema.GroupVersionResource
 }
 
 // WorkloadOf wraps a typed workload object (Spec is nil for any other object).
@@ -121,7 +127,7 @@ func WorkloadOf(obj metav1.Object) Workload {
 	if t == nil {
 		return Workload{}
 	}
-	return Workload{Kind: kind, Meta: obj, Spec: &t.Spec}
+	return Workload{Kind: kind, Meta: obj, Template: t, Spec: &t.Spec}
 }
 
 // SecretHash and ConfigMapHash are the content hashes courier stamps on
