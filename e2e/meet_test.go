@@ -417,3 +417,35 @@ func TestMigrateSeesArgoRollouts(t *testing.T) {
 		t.Errorf("the Rollout's annotations after --apply: %v (%v)", u.GetAnnotations(), err)
 	}
 }
+
+// SPEC (Reload): key-level reloads hold for any number of keys. A ConfigMap
+// of 70 keys consumed through one configMapKeyRef: a change to another key
+// rolls nothing out, a change to the consumed key rolls out once, and the
+// consumed key removed is InputMissing with nothing written.
+func TestKeyLevelReloadHoldsBeyond64Keys(t *testing.T) {
+	s := setupReplication(t)
+	ns := s.target(t, "app", nil)
+	data := map[string]string{}
+	for i := range 70 {
+		data[fmt.Sprintf("key%02d", i)] = "v"
+	}
+	createConfigMap(t, ns, "cfg", map[string]string{keyReload: "true"}, data)
+	createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("configmap", "cfg", "key07")}, nil, nil))
+	eventually(t, 30*time.Second, "first ReplicaSet and baseline (the API server may still be tearing down large objects of earlier tests)", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+		if err != nil || d.Annotations[keyInputs] == "" {
+			return false, err
+		}
+		n, err := replicaSets(ctx, ns, "app")
+		return n == 1, err
+	})
+	before := 1
+
+	updateConfigMap(t, ns, "cfg", func(cm *corev1.ConfigMap) { cm.Data["key50"] = "changed" })
+	noRollout(t, ns, "app", before)
+	updateConfigMap(t, ns, "cfg", func(cm *corev1.ConfigMap) { cm.Data["key07"] = "changed" })
+	rolledOutOnce(t, ns, "app", before, "configmap/cfg")
+	updateConfigMap(t, ns, "cfg", func(cm *corev1.ConfigMap) { delete(cm.Data, "key07") })
+	eventually(t, converge, "InputMissing naming the key", eventWith(ns, "app", "InputMissing", "configmap/cfg (key key07)"))
+	noRollout(t, ns, "app", before+1)
+}

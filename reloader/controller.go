@@ -308,7 +308,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 			optedInWithChange := contentChanged && optedIn
 			if optedInWithChange {
-				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), before)
+				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), oldObj)
 			}
 			enqueueConsumers(newObj)
 			if reloadChanged {
@@ -319,7 +319,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				for _, r := range replicas {
 					if optedInWithChange {
 						rm, _ := meta.Accessor(r)
-						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), content.Entries(r))
+						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), r)
 					}
 					enqueueConsumers(r)
 				}
@@ -345,7 +345,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 // its consumers: one created after (even in the same second, or on a node
 // whose clock runs ahead) is at its first sight, never rolled out.
 type hint struct {
-	entries   []content.Entry
+	obj       any // the input before the change, digested
 	at        time.Time
 	consumers map[types.UID]bool
 }
@@ -354,7 +354,8 @@ type hint struct {
 // the change has been synced.
 func (c *Controller) hintTTL() time.Duration { return 2*c.opts.Debounce + 10*time.Second }
 
-func (c *Controller) remember(inputKey string, entries []content.Entry) {
+func (c *Controller) remember(inputKey string, before any) {
+	before = content.DigestedCopy(before) // never its values
 	consumers := c.consumerUIDs(inputKey)
 	now := c.opts.Clock.Now()
 	c.mu.Lock()
@@ -367,7 +368,7 @@ func (c *Controller) remember(inputKey string, entries []content.Entry) {
 			}
 		}
 	}
-	c.hints[inputKey] = hint{entries: entries, at: now, consumers: consumers}
+	c.hints[inputKey] = hint{obj: before, at: now, consumers: consumers}
 }
 
 // consumerUIDs are the workloads in the cache that consume the input now:
@@ -398,14 +399,14 @@ func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
 
 // previous is the hint for an input that changed recently, if the workload
 // uid consumed it then.
-func (c *Controller) previous(inputKey string, uid types.UID) ([]content.Entry, bool) {
+func (c *Controller) previous(inputKey string, uid types.UID) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.hints[inputKey]
 	if !ok || !h.consumers[uid] || c.opts.Clock.Since(h.at) > c.hintTTL() {
 		return nil, false
 	}
-	return h.entries, true
+	return h.obj, true
 }
 
 // changed reports whether a and b differ at any of keys.

@@ -75,8 +75,7 @@ func (d digester) configHash(b baseline) string {
 // whole-content digest (more than content.MaxKeyDigests keys) is consumed
 // as a whole.
 func (d digester) consumedDigest(ref inputs.Ref, entries []content.Entry) string {
-	whole := len(entries) == 1 && entries[0].Whole
-	if !ref.All() && !whole {
+	if !ref.All() && !isWhole(entries) {
 		want := map[string]bool{}
 		for _, k := range ref.Keys {
 			want[k] = true

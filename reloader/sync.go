@@ -138,6 +138,7 @@ func diff(before, now baseline) (changed, missing, appeared []string) {
 
 // input is a consumed object as seen in the cache.
 type input struct {
+	obj     any // the cached object
 	meta    metav1.Object
 	entries []content.Entry
 }
@@ -152,7 +153,7 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 	}
 	m := obj.(metav1.Object)
 	if content.IsDigested(m) { // cheap: the digests are already there
-		return &input{meta: m, entries: content.Entries(obj)}
+		return &input{obj: obj, meta: m, entries: content.Entries(obj)}
 	}
 	c.mu.Lock()
 	cached, ok := c.entries[m.GetUID()]
@@ -163,7 +164,7 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 		c.entries[m.GetUID()] = cached
 		c.mu.Unlock()
 	}
-	return &input{meta: m, entries: cached.entries}
+	return &input{obj: obj, meta: m, entries: cached.entries}
 }
 
 type cachedEntries struct {
@@ -216,10 +217,25 @@ func (c *Controller) inputAnnotation(kind string, m metav1.Object) func(key stri
 	}
 }
 
+// consumedEntries are the entries of obj (all: all of them) that ref
+// consumes: every one, or its keys' — for an object the cache holds as a
+// whole (more than content.MaxKeyDigests keys), what its key digests say of
+// them, so a change to another key, or the consumed key gone, is told
+// apart whatever the object's number of keys.
+func consumedEntries(ref inputs.Ref, obj any, all []content.Entry) []content.Entry {
+	if ref.All() || !isWhole(all) {
+		return all
+	}
+	return content.KeyEntries(obj, ref.Keys)
+}
+
+// isWhole reports whether entries are one whole-content digest.
+func isWhole(entries []content.Entry) bool { return len(entries) == 1 && entries[0].Whole }
+
 // missingKeys are the keys ref consumes that entries lack (none when the
-// object is held as one whole-content digest: its keys are not known).
+// object is held as one whole-content digest: consumed whole).
 func missingKeys(ref inputs.Ref, entries []content.Entry) []string {
-	if ref.All() || (len(entries) == 1 && entries[0].Whole) {
+	if ref.All() || isWhole(entries) {
 		return nil
 	}
 	have := make(map[string]bool, len(entries))
@@ -263,7 +279,11 @@ type observed struct {
 	optional map[string]bool // every opted-in input → whether its reference is optional
 	// missingKeys: opted-in inputs that exist but lack keys a non-optional
 	// reference consumes, with those keys.
-	missingKeys  map[string][]string
+	missingKeys map[string][]string
+	// legacy: for inputs held as a whole (more than content.MaxKeyDigests
+	// keys) of which some keys are consumed, the digest a baseline written
+	// before courier kept their key digests holds for the same content.
+	legacy       baseline
 	templateHash string   // courier.dev/config-hash on the pod template now
 	digester     digester // what the digests in now were made with
 	// previous: inputs that changed since the workload was created, by the
@@ -297,6 +317,12 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 	for id, d := range o.previous {
 		if _, ok := before[id]; !ok {
 			before[id] = d
+		}
+	}
+	upgraded := false
+	for id, d := range o.legacy {
+		if old, ok := before[id]; ok && old == d && o.now[id] != d {
+			before[id], upgraded = o.now[id], true // the same content, recorded the old way
 		}
 	}
 	next := baseline{}
@@ -333,7 +359,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 		d.action, d.unchanged = writeBaseline, true // e.g. after a rollout undo and the content set back
 	case len(changed) > 0:
 		d.action, d.changed = rollOut, changed
-	case !hasBaseline || next.String() != before.String():
+	case !hasBaseline || next.String() != before.String() || upgraded:
 		d.action = writeBaseline
 	}
 	return d
@@ -348,7 +374,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	tmplAnnotations := workload.TemplateAnnotations(tmplObj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
-		templateHash: workload.HashOf(tmplObj), previous: baseline{}, digester: dg}
+		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
 	if tmplObj != obj {
@@ -388,14 +414,20 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			continue
 		}
 		in := c.lookup(ref.Kind, k.Namespace, ref.Name)
-		if keys := missingKeys(ref, in.entries); len(keys) > 0 && !ref.Optional {
+		entries := consumedEntries(ref, in.obj, in.entries)
+		if keys := missingKeys(ref, entries); len(keys) > 0 && !ref.Optional {
 			o.missingKeys[ref.ID()] = keys
 			continue
 		}
-		o.now[ref.ID()] = dg.consumedDigest(ref, in.entries)
+		o.now[ref.ID()] = dg.consumedDigest(ref, entries)
+		if isWhole(in.entries) && !ref.All() {
+			// What a baseline written before courier kept key digests of
+			// such objects recorded: the whole content's.
+			o.legacy[ref.ID()] = dg.consumedDigest(ref, in.entries)
+		}
 		if _, ok := inBaseline[ref.ID()]; !ok {
 			if prev, ok := c.previous(informers.InputKey(ref.Kind, k.Namespace, ref.Name), w.GetUID()); ok {
-				o.previous[ref.ID()] = dg.consumedDigest(ref, prev)
+				o.previous[ref.ID()] = dg.consumedDigest(ref, consumedEntries(ref, prev, content.Entries(prev)))
 			}
 		}
 	}

@@ -97,8 +97,24 @@ func TestManyKeysAreHeldAsOneDigest(t *testing.T) {
 	if got, want := Hash(Entries(digested)), Hash(Entries(full)); got != want {
 		t.Errorf("whole-digested hash %s, full %s", got, want)
 	}
-	if Has(digested, "k1") || Has(digested, "") {
-		t.Error("a whole-digested object says it holds a key")
+	if !Has(digested, "k1") || Has(digested, "nope") {
+		t.Error("a whole-digested object does not know its keys")
+	}
+	// Its keys' entries tell a change of one key from a change of another.
+	before := KeyEntries(digested, []string{"k1", "k2", "nope"})
+	if len(before) != 2 || before[0].Key != "k1" || before[1].Key != "k2" {
+		t.Fatalf("KeyEntries = %+v, want k1 and k2", before)
+	}
+	full.Data["k3"] = "changed"
+	after := DigestObject(full.DeepCopy()).(*Digested)
+	if Hash(KeyEntries(after, []string{"k1", "k2"})) != Hash(before) {
+		t.Error("a change of k3 changed what k1 and k2 hold")
+	}
+	if Hash(KeyEntries(after, []string{"k3"})) == Hash(KeyEntries(digested, []string{"k3"})) {
+		t.Error("a change of k3 is not seen in k3")
+	}
+	if c := after.DeepCopyObject().(*Digested); len(c.KeyIDs) != len(after.KeyIDs) || &c.KeyIDs[0] == &after.KeyIDs[0] || &c.KeyValues[0] == &after.KeyValues[0] {
+		t.Error("DeepCopyObject shares the key digests")
 	}
 	s := &corev1.Secret{Data: map[string][]byte{}}
 	for i := range MaxKeyDigests + 1 {

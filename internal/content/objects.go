@@ -1,6 +1,11 @@
 package content
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -11,9 +16,31 @@ import (
 
 // MaxKeyDigests is how many keys of an object the cache keeps one digest
 // each for. An object with more keys is held as one digest of its whole
-// content, so what courier holds per object is bounded whatever its number
-// of keys (the API server's size limit counts values, not keys).
+// content and, per key, 12 bytes (KeyIDs, KeyValues: no key name, no full
+// digest), so what courier holds per key stays small whatever an object's
+// number of keys (the API server's size limit counts values, not keys),
+// and a workload consuming some of its keys still reloads for those only.
 const MaxKeyDigests = 64
+
+// KeyID is 8 bytes of key's sha256: how an object held as a whole knows its
+// keys.
+func KeyID(key string) uint64 {
+	sum := sha256.Sum256([]byte(key))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// binaryBit marks a KeyValues entry whose value is binary; the other 31
+// bits are the first of its value's digest.
+const binaryBit = 1 << 31
+
+func keyValueOf(e Entry) uint32 {
+	b, _ := hex.DecodeString(e.Digest[:8])
+	v := binary.BigEndian.Uint32(b) &^ binaryBit
+	if e.Binary {
+		v |= binaryBit
+	}
+	return v
+}
 
 // Digested is a Secret or ConfigMap as courier's cache holds it when courier
 // never copies its values (most objects): its metadata, a Secret's type,
@@ -29,6 +56,10 @@ type Digested struct {
 	Immutable *bool
 	// Entries are the per-key digests in key order, or one Whole entry.
 	Entries []Entry
+	// KeyIDs, with a Whole entry, are its keys' KeyIDs in order, and
+	// KeyValues what each holds (see binaryBit); two slices, 12 bytes a key.
+	KeyIDs    []uint64
+	KeyValues []uint32
 }
 
 // DeepCopyObject copies d.
@@ -40,6 +71,7 @@ func (d *Digested) DeepCopyObject() runtime.Object {
 		c.Immutable = &v
 	}
 	c.Entries = slices.Clone(d.Entries)
+	c.KeyIDs, c.KeyValues = slices.Clone(d.KeyIDs), slices.Clone(d.KeyValues)
 	return &c
 }
 
@@ -66,11 +98,30 @@ func DigestObject(obj any) any {
 	}
 	entries := Entries(obj)
 	if len(entries) > MaxKeyDigests {
+		d.KeyIDs, d.KeyValues = make([]uint64, len(entries)), make([]uint32, len(entries))
+		slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(KeyID(a.Key), KeyID(b.Key)) })
+		for i, e := range entries {
+			d.KeyIDs[i], d.KeyValues[i] = KeyID(e.Key), keyValueOf(e)
+		}
 		entries = []Entry{{Whole: true, Digest: Hash(entries)}}
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	d.Entries = slices.Clip(entries)
 	return d
+}
+
+// DigestedCopy is the Digested form of obj, a cached Secret or ConfigMap,
+// without changing obj (a Digested is returned as it is).
+func DigestedCopy(obj any) any {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		c := *o
+		return DigestObject(&c)
+	case *corev1.ConfigMap:
+		c := *o
+		return DigestObject(&c)
+	}
+	return obj
 }
 
 // Fields are what a Secret or ConfigMap, full or Digested, holds besides its
@@ -114,11 +165,42 @@ func Entries(obj any) []Entry {
 	return nil
 }
 
-// Has reports whether a Secret or ConfigMap, full or Digested, holds key
-// (false for one digested as a whole: its keys are not known).
+// KeyEntries returns the entries of keys that a Secret or ConfigMap, full or
+// Digested, holds, in key order: for one held as a whole, what its KeyValues
+// say of them (8-digit digests). Consumers of some keys compare these over
+// time, whatever the object's number of keys.
+func KeyEntries(obj any, keys []string) []Entry {
+	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
+	out := make([]Entry, 0, len(sorted))
+	if d, ok := obj.(*Digested); ok && len(d.KeyIDs) > 0 {
+		for _, k := range sorted {
+			if i, ok := d.keyIndex(k); ok {
+				v := d.KeyValues[i]
+				out = append(out, Entry{Key: k, Binary: v&binaryBit != 0, Digest: fmt.Sprintf("%08x", v&^binaryBit)})
+			}
+		}
+		return out
+	}
+	all := Entries(obj)
+	for _, e := range all {
+		if _, ok := slices.BinarySearch(sorted, e.Key); ok {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+func (d *Digested) keyIndex(key string) (int, bool) { return slices.BinarySearch(d.KeyIDs, KeyID(key)) }
+
+// Has reports whether a Secret or ConfigMap, full or Digested, holds key.
 func Has(obj any, key string) bool {
 	switch o := obj.(type) {
 	case *Digested:
+		if len(o.KeyIDs) > 0 {
+			_, ok := o.keyIndex(key)
+			return ok
+		}
 		_, ok := slices.BinarySearchFunc(o.Entries, key, func(e Entry, k string) int { return strings.Compare(e.Key, k) })
 		return ok && !o.Entries[0].Whole
 	case *corev1.Secret:
