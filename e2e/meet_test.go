@@ -239,6 +239,14 @@ func TestACustomKindCourierMayNotWatchHoldsNothingUp(t *testing.T) {
 	if !strings.Contains(c.Logs(), "courier may not list or watch Rollout objects") {
 		t.Error("no log line says courier may not watch Rollouts")
 	}
+	// courier status, given courier's flags, says so too.
+	out := courierStatus(t, "--namespace="+id.ns(), "--service-account="+id.sa, "--reload-resources="+name)
+	if !strings.Contains(out, name+"  NO") || !strings.Contains(out, "may not list of rollouts") {
+		t.Errorf("courier status does not say courier may not watch Rollouts:\n%s", out)
+	}
+	if out := courierStatus(t, "--namespace="+id.ns(), "--service-account="+id.sa, "--reload-resources=widgets.example.com"); !strings.Contains(out, "widgets.example.com  NO") {
+		t.Errorf("courier status on a kind not granted at all:\n%s", out)
+	}
 }
 
 // SPEC (Replicas, guard): every courier label and annotation on a replica is

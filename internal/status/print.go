@@ -15,9 +15,21 @@ func (r Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteTable writes one table of sources and one of their consumers.
+// WriteTable writes one table of sources and one of their consumers, and
+// one of the custom kinds courier is given.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.CustomKinds) > 0 {
+		fmt.Fprintln(tw, "CUSTOM KIND	COURIER MAY WATCH	NOTE")
+		for _, k := range r.CustomKinds {
+			may := "unknown"
+			if k.MayWatch != nil {
+				may = map[bool]string{true: "yes", false: "NO"}[*k.MayWatch]
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.Resource, may, k.Problem)
+		}
+		fmt.Fprintln(tw)
+	}
 	if len(r.Sources) == 0 {
 		fmt.Fprintln(tw, "No sources: no Secret or ConfigMap carries courier.dev/replicate-to.")
 		return tw.Flush()

@@ -30,6 +30,8 @@ import (
 // Report is what `courier status` prints.
 type Report struct {
 	Sources []Source `json:"sources"`
+	// CustomKinds are the kinds of --reload-resources (none without it).
+	CustomKinds []CustomKind `json:"customKinds,omitempty"`
 }
 
 // Source is one object carrying courier.dev/replicate-to.
