@@ -157,7 +157,7 @@ func probeCourier(t *testing.T, id identity, env ...string) (failed, log string)
 	tid := testID()
 	src := newNamespace(t, "rbac-src", nil)
 	dst := newNamespace(t, "rbac-dst", map[string]string{"test": tid})
-	c := startCourierAs(t, id, env, "--source-namespaces="+src, "--reload-debounce=100ms",
+	c := startCourierAs(t, id, env, "--source-namespaces="+src, "--reload-debounce=100ms", "--compat=replicator",
 		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms")
 
 	const within = 4 * time.Second
@@ -195,6 +195,18 @@ func probeCourier(t *testing.T, id identity, env ...string) (failed, log string)
 	createConfigMap(t, src, "c", map[string]string{keyReplicateTo: "test=" + tid}, map[string]string{"k": "1"})
 	if !check("Secret replicated", secretIn(dst, "s", map[string][]byte{"k": []byte("1")})) ||
 		!check("ConfigMap replicated", configMapIn(dst, "c", map[string]string{"k": "1"})) {
+		return
+	}
+
+	// Pulls (--compat): a Secret and a ConfigMap filled with a patch.
+	allow := map[string]string{"replicator.v1.mittwald.de/replication-allowed": "true", "replicator.v1.mittwald.de/replication-allowed-namespaces": dst}
+	createSecret(t, src, "ps", withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", dst), withData("k", "p"))
+	createConfigMap(t, src, "pc", allow, map[string]string{"k": "p"})
+	createSecret(t, dst, "pulls", withAnnotation("replicator.v1.mittwald.de/replicate-from", src+"/ps"))
+	createConfigMap(t, dst, "pullc", map[string]string{"replicator.v1.mittwald.de/replicate-from": src + "/pc"}, nil)
+	if !check("Secret pull filled", secretIn(dst, "pulls", map[string][]byte{"k": []byte("p")})) ||
+		!check("ConfigMap pull filled", configMapIn(dst, "pullc", map[string]string{"k": "p"})) {
 		return
 	}
 

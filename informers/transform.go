@@ -30,18 +30,18 @@ func Transform(keep KeepValues) cache.TransformFunc {
 		switch o := obj.(type) {
 		case *corev1.Secret:
 			k := keep(o, o.Type)
-			trimMeta(&o.ObjectMeta, k == role.Applied)
+			trimMeta(&o.ObjectMeta)
 			if k != role.Values {
 				return content.DigestObject(o), nil
 			}
 		case *corev1.ConfigMap:
 			k := keep(o, "")
-			trimMeta(&o.ObjectMeta, k == role.Applied)
+			trimMeta(&o.ObjectMeta)
 			if k != role.Values {
 				return content.DigestObject(o), nil
 			}
 		case *corev1.Namespace:
-			trimMeta(&o.ObjectMeta, false)
+			trimMeta(&o.ObjectMeta)
 			o.Spec = corev1.NamespaceSpec{}
 			o.Status.Conditions = nil
 		}
@@ -55,11 +55,12 @@ func Transform(keep KeepValues) cache.TransformFunc {
 	}
 }
 
-// trimMeta drops what courier never reads: managed fields and, unless
-// keepApplied, kubectl's last-applied configuration.
-func trimMeta(m *metav1.ObjectMeta, keepApplied bool) {
+// trimMeta drops what courier never reads: managed fields and kubectl's
+// last-applied configuration (it holds the whole applied object, values
+// included).
+func trimMeta(m *metav1.ObjectMeta) {
 	m.ManagedFields = nil
-	if _, ok := m.Annotations[lastApplied]; ok && !keepApplied {
+	if _, ok := m.Annotations[lastApplied]; ok {
 		// The cache owns this object now (transforms run before it is
 		// stored), so it may be changed in place; the map may still be
 		// shared with the decoder's copy, so replace it rather than delete.

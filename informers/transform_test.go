@@ -16,6 +16,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/role"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -78,7 +79,8 @@ func configMap(opts ...objOpt) *corev1.ConfigMap {
 
 func transform(t *testing.T, obj any) any {
 	t.Helper()
-	out, err := Transform(SourcesIn(role.Config{Allowed: allowPlatform, Namespace: "courier"}))(obj)
+	out, err := Transform(SourcesIn(role.Config{Allowed: allowPlatform, Namespace: "courier",
+		Compat: source.Compat{Replicator: true, Reflector: true}}))(obj)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}
@@ -111,6 +113,11 @@ func TestTransformSecretsAndConfigMaps(t *testing.T) {
 		{"plain configmap", configMap(), false},
 		{"source configmap", configMap(annotated(wellknown.ReplicateTo, "env=prod")), true},
 		{"protected configmap elsewhere", configMap(inNamespace("tenant"), labelled(wellknown.Protect, "true")), false},
+		// An object that pulls is patched, never updated whole: nothing of it
+		// is kept, kubectl's last-applied configuration (values) included.
+		{"a secret that pulls", secret(inNamespace("tenant"), annotated(source.MittwaldReplicateFrom, "platform/db")), false},
+		{"a configmap whose pull is refused", configMap(inNamespace("tenant"), annotated(source.ReflectorReflects, "platform/nothing")), false},
+		{"a source that also pulls keeps its values", secret(annotated(wellknown.ReplicateTo, "*"), annotated(source.ReflectorReflects, "other/db")), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

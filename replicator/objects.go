@@ -43,19 +43,6 @@ func itemOf(obj any) *item {
 		entries: func() []content.Entry { return content.Entries(obj) }}
 }
 
-// metaOf is a copy of the cached object's metadata, and its immutable field.
-func metaOf(obj runtime.Object) (metav1.ObjectMeta, *bool) {
-	m, _, immutable, ok := content.Fields(obj)
-	if !ok {
-		return metav1.ObjectMeta{}, nil
-	}
-	if immutable != nil {
-		v := *immutable
-		immutable = &v
-	}
-	return *m.DeepCopy(), immutable
-}
-
 // objects is one kind as the replicator sees it: cache reads through the
 // informer's indexer, and what it writes.
 type objects struct {
@@ -64,8 +51,6 @@ type objects struct {
 	// replica builds the replica of src holding the keys spec says, with
 	// metadata m.
 	replica func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object
-	// pulled builds what an object pulling from src becomes (see syncPull).
-	pulled func(t, src *item, spec source.Spec, ours map[string]string) runtime.Object
 }
 
 // get returns the cached object, or nil when there is none.
@@ -93,7 +78,6 @@ func newSecrets(indexer cache.Indexer) *objects {
 	return &objects{
 		kind:    kindSecret,
 		indexer: indexer,
-		pulled:  pulledSecret,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			s := src.obj.(*corev1.Secret)
 			return &corev1.Secret{ObjectMeta: m, Type: spec.Type(s.Type), Data: spec.SecretData(s.Data), Immutable: s.Immutable}
@@ -105,7 +89,6 @@ func newConfigMaps(indexer cache.Indexer) *objects {
 	return &objects{
 		kind:    kindConfigMap,
 		indexer: indexer,
-		pulled:  pulledConfigMap,
 		replica: func(src *item, spec source.Spec, m metav1.ObjectMeta) runtime.Object {
 			cm := src.obj.(*corev1.ConfigMap)
 			return &corev1.ConfigMap{ObjectMeta: m, Data: spec.ConfigMapData(cm.Data), BinaryData: spec.SecretData(cm.BinaryData), Immutable: cm.Immutable}

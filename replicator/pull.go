@@ -2,14 +2,16 @@ package replicator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -93,10 +95,11 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 		return nil
 	}
 	ours := map[string]string{wellknown.PulledFrom: ref, wellknown.ContentHash: hash, wellknown.Via: via}
-	err = c.write(k, seen, opPull, func() error {
-		_, err := c.writer.Update(ctx, o.pulled(t, src, spec, ours))
+	patch, err := pullPatch(t, src, spec, ours)
+	if err != nil {
 		return err
-	})
+	}
+	err = c.write(k, seen, opPull, func() error { return c.writer.Patch(ctx, k.Kind, k.Namespace, k.Name, patch) })
 	if err == nil && reverted {
 		c.reverted(k, t, at, fmt.Sprintf(
 			"this %s pulls from %s (%s) and was changed by someone other than courier; it has been reverted to the source's content. Change the source instead, or remove %s",
@@ -179,36 +182,40 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 	return src, ""
 }
 
-// pulledSecret and pulledConfigMap are what an object pulling from src
-// becomes: its own metadata (plus ours) and type, src's content.
-// The cache holds t with its values digested (they are replaced here) and
-// kubectl's last-applied configuration kept (see informers.Applied).
-func pulledSecret(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
-	m, immutable := metaOf(t.obj)
-	s := &corev1.Secret{ObjectMeta: m, Type: t.typ, Immutable: immutable}
-	s.Data = spec.SecretData(src.obj.(*corev1.Secret).Data)
-	s.Annotations = withAnnotations(s.Annotations, ours)
-	return s
-}
-
-func pulledConfigMap(t, src *item, spec source.Spec, ours map[string]string) runtime.Object {
-	m, immutable := metaOf(t.obj)
-	cm := &corev1.ConfigMap{ObjectMeta: m, Immutable: immutable}
-	from := src.obj.(*corev1.ConfigMap)
-	cm.Data, cm.BinaryData = spec.ConfigMapData(from.Data), spec.SecretData(from.BinaryData)
-	cm.Annotations = withAnnotations(cm.Annotations, ours)
-	return cm
-}
-
-// withAnnotations is a plus ours.
-func withAnnotations(a, ours map[string]string) map[string]string {
-	out := maps.Clone(a)
-	if out == nil {
-		out = map[string]string{}
+// pullPatch is the JSON patch that fills t, an object pulling from src,
+// with the content spec says and courier's annotations ours: its content
+// replaced whole, nothing else of it touched (its type, labels, other
+// annotations and kubectl's last-applied configuration stay its owner's, and
+// the cache need not hold them), and only the version of t that was seen
+// (its resourceVersion, a precondition).
+func pullPatch(t, src *item, spec source.Spec, ours map[string]string) ([]byte, error) {
+	ops := []map[string]any{{"op": "replace", "path": "/metadata/resourceVersion", "value": t.meta.GetResourceVersion()}}
+	switch s := src.obj.(type) {
+	case *corev1.Secret:
+		ops = append(ops, map[string]any{"op": "add", "path": "/data", "value": orEmpty(spec.SecretData(s.Data))})
+	case *corev1.ConfigMap:
+		ops = append(ops,
+			map[string]any{"op": "add", "path": "/data", "value": orEmpty(spec.ConfigMapData(s.Data))},
+			map[string]any{"op": "add", "path": "/binaryData", "value": orEmpty(spec.SecretData(s.BinaryData))})
+	default:
+		return nil, fmt.Errorf("the source %s holds no values", src.ref())
 	}
-	maps.Copy(out, ours)
-	return out
+	for _, k := range slices.Sorted(maps.Keys(ours)) {
+		// t has annotations: its pull annotation is one.
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointer(k), "value": ours[k]})
+	}
+	return json.Marshal(ops)
 }
+
+func orEmpty[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return m
+}
+
+// jsonPointer escapes a key for a JSON Pointer (RFC 6901).
+func jsonPointer(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
 
 // eligible reports whether namespace ns, from the cache, may receive
 // copies of a source in srcNS (a namespace not yet in the cache may not).

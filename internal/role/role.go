@@ -74,11 +74,6 @@ const (
 	// Values: its values, for courier copies them (sources in an allowed
 	// namespace, backups, the digest key).
 	Values
-	// Applied: digests, like most objects, but kubectl's last-applied
-	// configuration is kept, for courier updates the object whole (a pull
-	// target; its values are replaced by the source's, so they are never
-	// needed).
-	Applied
 )
 
 // Role is what an object is to courier, and the facts behind it.
@@ -135,7 +130,7 @@ func Of(m metav1.Object, typ corev1.SecretType, cfg Config) Role {
 			r.Problem = SourceNotReplicable
 		}
 	case r.PullVia != "":
-		r.Kind, r.Keep = PullTarget, Applied
+		r.Kind = PullTarget // digests: courier patches its content, never reads it
 	}
 	if (r.Kind == Source || r.Kind == Backup) && r.Allowed {
 		r.Keep = Values

@@ -1,6 +1,7 @@
 // Package writer is the one writer of Secrets and ConfigMaps that the
-// replicator and the guard share: create, update, and delete with
-// preconditions, every write under courier's field manager. It decides
+// replicator and the guard share: create, update, patch (of an object that
+// pulls, which stays its owner's) and delete with preconditions, every write
+// under courier's field manager. It decides
 // nothing; callers say what to write.
 package writer
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -50,6 +52,22 @@ func (w *Writer) Update(ctx context.Context, obj runtime.Object) (runtime.Object
 		return w.client.CoreV1().ConfigMaps(o.Namespace).Update(ctx, o, updateOpts)
 	}
 	return nil, fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
+}
+
+// Patch applies a JSON patch to the object of kind (wellknown.KindSecret or
+// KindConfigMap) namespace/name.
+func (w *Writer) Patch(ctx context.Context, kind, namespace, name string, patch []byte) error {
+	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager}
+	var err error
+	switch kind {
+	case wellknown.KindSecret:
+		_, err = w.client.CoreV1().Secrets(namespace).Patch(ctx, name, types.JSONPatchType, patch, opts)
+	case wellknown.KindConfigMap:
+		_, err = w.client.CoreV1().ConfigMaps(namespace).Patch(ctx, name, types.JSONPatchType, patch, opts)
+	default:
+		err = fmt.Errorf("courier patches Secrets and ConfigMaps only, not %s", kind)
+	}
+	return err
 }
 
 // Delete deletes the object of kind (wellknown.KindSecret or KindConfigMap)
