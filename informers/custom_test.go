@@ -147,9 +147,11 @@ func TestCustomFollowsItsCRD(t *testing.T) {
 	c.Start(ctx)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-			t.Fatalf("%s: not within 5s (events %v)", what, events)
-		}
+		within5s(ctx, t, cond, func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprintf("%s (events %v)", what, events)
+		})
 	}
 	waitFor("synced with nothing installed", c.HasSynced)
 	waitFor("logged as not installed", func() bool { return logs.FilterMessageSnippet("is not installed").Len() == 1 })
@@ -201,9 +203,7 @@ func TestWarnedObjectsAreForgottenWithThem(t *testing.T) {
 	c.Start(ctx)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-			t.Fatalf("%s: not within 5s", what)
-		}
+		within5s(ctx, t, cond, func() string { return what })
 	}
 	if _, err := client.Resource(crdGVR).Create(ctx, crd("widgets.example.com", "Widget", true, version("v1", true, true)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -226,4 +226,12 @@ func TestWarnedObjectsAreForgottenWithThem(t *testing.T) {
 		}
 	}
 	waitFor("none remembered once they are gone", func() bool { return c.warnedCount() == 0 })
+}
+
+// within5s fails t, saying what, unless cond holds within 5 s.
+func within5s(ctx context.Context, t *testing.T, cond func() bool, what func() string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("%s: not within 5s", what())
+	}
 }

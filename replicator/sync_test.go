@@ -81,28 +81,39 @@ func TestEligible(t *testing.T) {
 	}
 }
 
+// TestTampered: every courier label and annotation on a replica is guarded
+// like content, courier.dev/via and courier.dev/copied-metadata included; a
+// replica stamped before those were (the content hash alone) is taken as it
+// is.
 func TestTampered(t *testing.T) {
-	good := func() *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, replica.Want{Hash: "h1"}, nil)}
-	}
+	plain := replica.Want{Hash: "h1"}
+	compat := replica.Want{Hash: "h1", Via: "replicator.v1.mittwald.de/replicate-to",
+		Copied: source.Record{Labels: map[string]string{"team": "a"}}}
 	tests := []struct {
 		name   string
+		want   replica.Want
 		change func(*corev1.Secret)
-		want   bool
+		tamper bool
 	}{
-		{"untouched", func(*corev1.Secret) {}, false},
-		{"hash differs", func(s *corev1.Secret) { s.Annotations[wellknown.ContentHash] = "x" }, true},
-		{"source annotation edited", func(s *corev1.Secret) { s.Annotations[wellknown.Source] = "q/s" }, true},
-		{"managed-by removed", func(s *corev1.Secret) { delete(s.Labels, wellknown.ManagedBy) }, true},
-		{"replica label removed", func(s *corev1.Secret) { delete(s.Labels, wellknown.Replica) }, true},
-		{"foreign label added", func(s *corev1.Secret) { s.Labels["team"] = "a" }, false},
+		{"untouched", plain, func(*corev1.Secret) {}, false},
+		{"hash differs", plain, func(s *corev1.Secret) { s.Annotations[wellknown.ContentHash] = "x" }, true},
+		{"source annotation edited", plain, func(s *corev1.Secret) { s.Annotations[wellknown.Source] = "q/s" }, true},
+		{"managed-by removed", plain, func(s *corev1.Secret) { delete(s.Labels, wellknown.ManagedBy) }, true},
+		{"replica label removed", plain, func(s *corev1.Secret) { delete(s.Labels, wellknown.Replica) }, true},
+		{"foreign label added", plain, func(s *corev1.Secret) { s.Labels["team"] = "a" }, false},
+		{"via and copied metadata untouched", compat, func(*corev1.Secret) {}, false},
+		{"via removed", compat, func(s *corev1.Secret) { delete(s.Annotations, wellknown.Via) }, true},
+		{"via edited", compat, func(s *corev1.Secret) { s.Annotations[wellknown.Via] = "x" }, true},
+		{"copied-metadata emptied", compat, func(s *corev1.Secret) { s.Annotations[wellknown.CopiedMetadata] = "{}" }, true},
+		{"copied-metadata removed", compat, func(s *corev1.Secret) { delete(s.Annotations, wellknown.CopiedMetadata) }, true},
+		{"stamped before via was (content hash alone)", compat, func(s *corev1.Secret) { s.Annotations[wellknown.ContentHash] = "h1" }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := good()
+			s := &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, tt.want, nil)}
 			tt.change(s)
-			if got := replica.Tampered(s, "h1", "p/s"); got != tt.want {
-				t.Errorf("tampered = %v, want %v", got, tt.want)
+			if got := replica.Tampered(s, "h1", "p/s"); got != tt.tamper {
+				t.Errorf("Tampered = %v, want %v", got, tt.tamper)
 			}
 		})
 	}
@@ -447,37 +458,5 @@ func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
 	}
 	if got := f.c.states.counts()[[2]string{kindSecret, StateConflict}]; got != 1 {
 		t.Errorf("conflicts = %d, want 1", got)
-	}
-}
-
-// TestTamperedViaAndCopiedMetadata: courier.dev/via and
-// courier.dev/copied-metadata are guarded like content; a replica stamped
-// before they were (the content hash alone) is taken as it is.
-func TestTamperedViaAndCopiedMetadata(t *testing.T) {
-	want := replica.Want{Hash: "h1", Via: "replicator.v1.mittwald.de/replicate-to",
-		Copied: source.Record{Labels: map[string]string{"team": "a"}}}
-	good := func() *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, want, nil)}
-	}
-	tests := []struct {
-		name   string
-		change func(*corev1.Secret)
-		want   bool
-	}{
-		{"untouched", func(*corev1.Secret) {}, false},
-		{"via removed", func(s *corev1.Secret) { delete(s.Annotations, wellknown.Via) }, true},
-		{"via edited", func(s *corev1.Secret) { s.Annotations[wellknown.Via] = "x" }, true},
-		{"copied-metadata emptied", func(s *corev1.Secret) { s.Annotations[wellknown.CopiedMetadata] = "{}" }, true},
-		{"copied-metadata removed", func(s *corev1.Secret) { delete(s.Annotations, wellknown.CopiedMetadata) }, true},
-		{"stamped before via was (content hash alone)", func(s *corev1.Secret) { s.Annotations[wellknown.ContentHash] = "h1" }, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := good()
-			tt.change(s)
-			if got := replica.Tampered(s, "h1", "p/s"); got != tt.want {
-				t.Errorf("Tampered = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }
