@@ -29,6 +29,8 @@ type item struct {
 	// entries computes the per-key digests; for a source that means hashing
 	// every value, so callers go through Controller.hash, which caches it.
 	entries func() []content.Entry
+	// facts, for a source: gathered once (Controller.factsOf).
+	facts *facts
 }
 
 func (i *item) ref() string { return i.meta.GetNamespace() + "/" + i.meta.GetName() }

@@ -67,21 +67,48 @@ func olderFirst(a, b *item) bool {
 	return a.ref() < b.ref()
 }
 
-// sourceState reports whether src is a source courier acts on and, when it
-// is not for a reason its owner must hear of, the Event reason.
-func (c *Controller) sourceState(src *item) (ok bool, problem string) {
-	r := c.roleOf(src)
-	switch {
-	case !r.Pushes:
-		return false, ""
-	case r.Problem != "":
-		return false, r.Problem
-	case r.Kind != role.Source:
-		return false, "" // a replica, of any installation, is never a source
-	case src.meta.GetDeletionTimestamp() != nil || content.IsDigested(src.meta):
-		return false, ""
+// facts are what a source's labels and annotations say: its role, and, for
+// a source courier acts on, where its replicas go and what they hold. They
+// are read once per item — one version of the object, read for one sync —
+// however many times a sync asks (factsOf).
+type facts struct {
+	role role.Role
+	// ok: a source courier acts on; else problem is the Event reason its
+	// owner must hear, if any.
+	ok      bool
+	problem string
+	// targets and spec, with the error of each (ok only).
+	targets    source.Targets
+	targetsErr error
+	spec       source.Spec
+	specErr    error
+}
+
+// invalid reports whether the source's selector, or another of its
+// annotations, does not parse.
+func (f *facts) invalid() bool { return f.targetsErr != nil || f.specErr != nil }
+
+// factsOf gathers src's facts, once.
+func (c *Controller) factsOf(src *item) *facts {
+	if src.facts != nil {
+		return src.facts
 	}
-	return true, ""
+	f := &facts{role: c.roleOf(src)}
+	switch {
+	case !f.role.Pushes:
+	case f.role.Problem != "":
+		f.problem = f.role.Problem
+	case f.role.Kind != role.Source:
+		// a replica, of any installation, is never a source
+	case src.meta.GetDeletionTimestamp() != nil || content.IsDigested(src.meta):
+	default:
+		f.ok = true
+		a := src.meta.GetAnnotations()
+		f.targets, f.targetsErr = source.TargetsOf(a, c.opts.Compat)
+		f.spec, f.specErr = source.Parse(a)
+	}
+	src.facts = f
+	return f
 }
 
 // decide is what the pair (src, ns) needs. src or ns may be nil (gone).
@@ -92,14 +119,14 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 	if src == nil {
 		return remove
 	}
-	if ok, _ := c.sourceState(src); !ok {
+	f := c.factsOf(src)
+	if !f.ok {
 		return remove
 	}
-	targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
-	if err != nil || c.invalidSpec(src) {
+	if f.invalid() {
 		return leave // existing replicas stay until the annotation is fixed
 	}
-	if replica.Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && targets.Matches(ns) {
+	if replica.Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && f.targets.Matches(ns) {
 		return ensure
 	}
 	return remove
@@ -122,7 +149,7 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, exi
 	}
 	var claimants []*item
 	for _, s := range cands {
-		if c.decide(s, ns) == ensure || (s.ref() == holder && c.invalid(s)) {
+		if c.decide(s, ns) == ensure || (s.ref() == holder && c.factsOf(s).ok && c.factsOf(s).invalid()) {
 			claimants = append(claimants, s)
 		}
 	}
@@ -131,21 +158,6 @@ func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, exi
 	}
 	sort.Slice(claimants, func(i, j int) bool { return olderFirst(claimants[i], claimants[j]) })
 	return claimants[0], nil
-}
-
-// invalid reports whether src is a source courier acts on whose selector,
-// or another of its annotations, does not parse.
-func (c *Controller) invalid(src *item) bool {
-	if ok, _ := c.sourceState(src); !ok {
-		return false
-	}
-	_, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
-	return err != nil || c.invalidSpec(src)
-}
-
-func (c *Controller) invalidSpec(src *item) bool {
-	_, err := source.Parse(src.meta.GetAnnotations())
-	return err != nil
 }
 
 // syncSource checks a source and fans out to its pairs: every eligible
@@ -174,7 +186,8 @@ func (c *Controller) syncSource(k key) error {
 		enqueueReplicas()
 		return nil
 	}
-	ok, problem := c.sourceState(src)
+	f := c.factsOf(src)
+	ok, problem := f.ok, f.problem
 	switch {
 	case problem == ReasonSourceNotAllowed && c.servedElsewhere(replicas):
 		// Another courier installation replicates it: not a mistake to report.
@@ -191,15 +204,14 @@ func (c *Controller) syncSource(k key) error {
 		enqueueReplicas()
 		return nil
 	}
-	targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
-	if err != nil {
+	targets, spec := f.targets, f.spec
+	if err := f.targetsErr; err != nil {
 		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
 		c.logger.Warn("invalid replicate-to selector; existing replicas are kept", zap.Stringer("source", k), zap.Error(err))
 		c.warn(src, ReasonInvalidSelector, err.Error()+". Nothing changes until it is fixed")
 		return nil
 	}
-	spec, err := source.Parse(src.meta.GetAnnotations())
-	if err != nil {
+	if err := f.specErr; err != nil {
 		var bad *source.Error
 		errors.As(err, &bad)
 		c.metrics.invalidAnnotations.WithLabelValues(k.Kind, bad.Annotation).Inc()
@@ -384,15 +396,8 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		namespaceGone: ns == nil,
 		object:        k.Kind + " " + k.Target + "/" + k.Name,
 	}
-	if f.want == ensure {
-		spec, err := source.Parse(src.meta.GetAnnotations())
-		if err != nil {
-			return f, err // decide said ensure: it parsed
-		}
-		targets, err := source.TargetsOf(src.meta.GetAnnotations(), c.opts.Compat)
-		if err != nil {
-			return f, err // decide said ensure: it parsed
-		}
+	if f.want == ensure { // decide said ensure: its annotations parsed
+		spec, targets := c.factsOf(src).spec, c.factsOf(src).targets
 		f.spec, f.typ, f.immutable = spec, spec.Type(src.typ), src.immutable
 		f.Want = replica.Want{Hash: c.hash(src, spec), Copied: spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())}
 		if !targets.Native() {
