@@ -298,6 +298,10 @@ func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
 		t.Error("the API server refused courier something with the RBAC of manifests/argo-rollouts")
 	}
 
+	// Stopped, so the probes below are the only courier reloading Rollouts:
+	// a baseline it wrote would leave their Rollouts to it (one
+	// installation per workload) and no probe would patch one.
+	c.Stop()
 	t.Run("RBAC", func(t *testing.T) {
 		extra := permissions(rules, false)
 		eachPermissionUsed(t, extra, "rollouts.argoproj.io", func(t *testing.T, ns string, i int) {

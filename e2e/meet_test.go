@@ -312,6 +312,9 @@ func TestReflectorNamespaceSelectorsAreHonoured(t *testing.T) {
 	createSecret(t, dev, "mirror", withAnnotation(reflectorKey("reflects"), s.src+"/pullable"), withData("mine", "x"))
 	eventually(t, converge, "the pull from a selected namespace filled", secretIn(prod, "mirror", map[string][]byte{"k": []byte("pulled")}))
 	eventually(t, converge, "PullRefused elsewhere", eventWith(dev, "mirror", "PullRefused", "reflection-allowed-namespaces-selector"))
+	// Its namespace labelled to match: the pull is honoured now.
+	setNamespaceLabels(t, dev, func(l map[string]string) { l["env"] = "prod" })
+	eventually(t, converge, "the pull filled once its namespace matches", secretIn(dev, "mirror", map[string][]byte{"k": []byte("pulled")}))
 }
 
 // reflectorKey is a Reflector annotation key.

@@ -54,9 +54,17 @@ type Custom struct {
 	ctx     context.Context
 	running map[schema.GroupResource]*runningKind
 	// forbidden: listed kinds whose CRD or objects courier was refused the
-	// right to list or watch, and has not synced since. They hold nothing
-	// up (Settled, HasSynced) and are reported (Collect).
-	forbidden map[schema.GroupResource]bool
+	// right to list or watch, and whose refused informer has made no
+	// progress since. They hold nothing up (Settled, HasSynced) and are
+	// reported (Collect).
+	forbidden map[schema.GroupResource]refusal
+}
+
+// refusal is a refused list or watch: the resourceVersion its informer had
+// synced to then, and how to read it now (a successful list moves it).
+type refusal struct {
+	at  string
+	now func() string
 }
 
 // crdWatch is the informer of one listed kind's CRD.
@@ -75,7 +83,7 @@ type runningKind struct {
 
 // NewCustom builds the CRD informers for resources (none started).
 func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *zap.Logger) (*Custom, error) {
-	c := &Custom{client: client, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]bool{}}
+	c := &Custom{client: client, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
 	for _, r := range resources {
 		name := r.GroupResource.String()
 		inf := dynamicinformer.NewFilteredDynamicInformer(client, crdResource, "", 0, cache.Indexers{},
@@ -83,7 +91,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *
 		if err := inf.SetTransform(trimCRD); err != nil {
 			return nil, err
 		}
-		if err := inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, "the CustomResourceDefinition "+name,
+		if err := inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, inf, "the CustomResourceDefinition "+name,
 			"grant list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see README)")); err != nil {
 			return nil, err
 		}
@@ -165,10 +173,11 @@ func (c *Custom) syncedLocked(w crdWatch) bool {
 // grant given later ends it). c.mu is held.
 func (c *Custom) forbiddenLocked(w crdWatch) bool {
 	gr := w.resource.GroupResource
-	if !c.forbidden[gr] {
+	f, ok := c.forbidden[gr]
+	if !ok {
 		return false
 	}
-	if c.syncedLocked(w) {
+	if f.now() != f.at {
 		delete(c.forbidden, gr)
 		c.logger.Info("courier may watch a listed kind again", zap.Stringer("resource", gr))
 		return false
@@ -247,7 +256,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		}
 	}})
 	err := errors.Join(herr, inf.SetTransform(c.objectTransform(r.GroupResource, want)), inf.AddIndexers(indexers),
-		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, want.Kind+" objects ("+want.GVR().String()+")",
+		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, inf, want.Kind+" objects ("+want.GVR().String()+")",
 			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see README)")))
 	var stop func()
 	if err == nil {
@@ -323,11 +332,11 @@ func (c *Custom) warnedCount() int {
 
 // watchError logs a failed list or watch of what, with the fix when
 // courier is not allowed to.
-func (c *Custom) watchError(gr schema.GroupResource, what, fix string) cache.WatchErrorHandlerWithContext {
+func (c *Custom) watchError(gr schema.GroupResource, inf cache.SharedIndexInformer, what, fix string) cache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			c.mu.Lock()
-			c.forbidden[gr] = true
+			c.forbidden[gr] = refusal{at: inf.LastSyncResourceVersion(), now: inf.LastSyncResourceVersion}
 			c.mu.Unlock()
 			c.logger.Error("courier may not list or watch "+what+", so that kind is not reloaded (nothing else waits for it; courier_custom_kind_watch_forbidden is 1): "+fix, zap.Error(err))
 			return

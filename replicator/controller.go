@@ -98,7 +98,7 @@ type Controller struct {
 
 	mu        sync.Mutex
 	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
-	refused   map[types.UID]string     // the cause last told of each refused pull (see refusePull)
+	refused   map[types.UID]string     // the PullRefused last told of each refused pull (see refusePull)
 	relabeled map[string]relabel       // label changes by namespace
 }
 
@@ -421,8 +421,25 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 		prev, seen := c.relabeled[n.Name]
 		c.relabeled[n.Name] = relabel{last: now, flapping: seen && now.Sub(prev.last) < flapWindow}
 		c.mu.Unlock()
+		c.enqueuePullsIn(n.Name)
 	}
 	c.enqueueAllSourcesFor(n.Name)
+}
+
+// enqueuePullsIn enqueues every pull whose object is in namespace ns: a
+// source may allow pulls by the namespace's labels (Reflector's selector).
+func (c *Controller) enqueuePullsIn(ns string) {
+	now := c.clock.Now()
+	for kind, o := range c.objects {
+		for _, ref := range o.indexer.ListIndexFuncValues(informers.PullsBySource) {
+			pulls, _ := o.byIndex(informers.PullsBySource, ref)
+			for _, p := range pulls {
+				if p.meta.GetNamespace() == ns {
+					c.enqueue(key{Kind: kind, Namespace: ns, Name: p.meta.GetName(), Pull: true}, now)
+				}
+			}
+		}
+	}
 }
 
 // flapHold is how long replicas in ns must wait before being created or

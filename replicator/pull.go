@@ -61,6 +61,7 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	r := c.roleOf(t)
 	ref, via := r.PullRef, r.PullVia
 	if via == "" || t.meta.GetDeletionTimestamp() != nil {
+		c.forgetRefusal(t.meta.GetUID()) // no longer a pull
 		return nil
 	}
 	if _, err := c.namespaces.Get(k.Namespace); err != nil {
@@ -117,17 +118,16 @@ const servedElsewhere = "served elsewhere"
 // (a source change, a resync or a new term that finds the same cause says
 // nothing again).
 func (c *Controller) refusePull(k key, t *item, why string) {
+	r := c.roleOf(t)
+	msg := fmt.Sprintf("%s=%q is not honoured: %s. Nothing is written to this %s until that changes", r.PullVia, r.PullRef, why, k.Kind)
 	uid := t.meta.GetUID()
 	c.mu.Lock()
-	said := c.refused[uid] == why
-	c.refused[uid] = why
+	said := c.refused[uid] == msg
+	c.refused[uid] = msg
 	c.mu.Unlock()
-	if said {
-		return
+	if !said {
+		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, msg)
 	}
-	r := c.roleOf(t)
-	c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, fmt.Sprintf(
-		"%s=%q is not honoured: %s. Nothing is written to this %s until that changes", r.PullVia, r.PullRef, why, k.Kind))
 }
 
 // forgetRefusal drops the cause last told of an object's pull: it is
@@ -152,7 +152,7 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 		return nil, "this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + via + ", or make another object pull"
 	case r.Kind != role.PullTarget:
 		return nil, "this object is a courier " + r.Kind.String() + " itself"
-	case !c.opts.SourceNamespaces.Match(srcNS) && len(o.indexer.ListIndexFuncValues(informers.Installations)) > 1:
+	case !c.opts.SourceNamespaces.Match(srcNS) && len(c.objects[kindSecret].indexer.ListIndexFuncValues(informers.Installations)) > 1:
 		return nil, servedElsewhere // not this installation's to serve or refuse
 	case !c.opts.SourceNamespaces.Match(srcNS):
 		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -104,9 +105,16 @@ func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynam
 		}
 	}
 	if version == "" {
-		return nil // Argo Rollouts is not installed
+		return nil // nothing of argoproj.io is installed
 	}
 	gvr := workload.Rollouts.WithVersion(version)
+	resources, err := client.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return fmt.Errorf("discover %s (to find Argo Rollouts): %w", gvr.GroupVersion(), err)
+	}
+	if !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }) {
+		return nil // argoproj.io without Rollouts (Argo CD alone)
+	}
 	deployments := map[string]*corev1.PodTemplateSpec{}
 	for _, w := range c.Workloads {
 		if w.Kind == workload.Deployment {

@@ -219,7 +219,12 @@ var requiredKeys = map[corev1.SecretType][]string{
 	corev1.SecretTypeSSHAuth:          {corev1.SSHAuthPrivateKey},
 	corev1.SecretTypeDockerConfigJson: {corev1.DockerConfigJsonKey},
 	corev1.SecretTypeDockercfg:        {corev1.DockerConfigKey},
-	corev1.SecretTypeBootstrapToken:   {"token-id", "token-secret"},
+}
+
+// requiredOneOf are the keys of which the API server requires at least one
+// of a Secret of each type.
+var requiredOneOf = map[corev1.SecretType][]string{
+	corev1.SecretTypeBasicAuth: {corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey},
 }
 
 // Type is the type of a replica of a Secret of type typ ("" for a
@@ -232,6 +237,9 @@ func (s Spec) Type(typ corev1.SecretType) corev1.SecretType {
 		if !s.Holds(k) {
 			return corev1.SecretTypeOpaque
 		}
+	}
+	if oneOf := requiredOneOf[typ]; len(oneOf) > 0 && !slices.ContainsFunc(oneOf, s.Holds) {
+		return corev1.SecretTypeOpaque
 	}
 	return typ
 }

@@ -115,7 +115,9 @@ func TestTypeOfAReplicaHoldingSomeKeys(t *testing.T) {
 		{"a CA bundle without its private key is Opaque", keys("ca.crt, tls.crt"), corev1.SecretTypeTLS, corev1.SecretTypeOpaque},
 		{"both TLS keys keep the type", keys("tls.crt, tls.key"), corev1.SecretTypeTLS, corev1.SecretTypeTLS},
 		{"docker config without its key is Opaque", keys("other"), corev1.SecretTypeDockerConfigJson, corev1.SecretTypeOpaque},
-		{"basic-auth requires no key", keys("username"), corev1.SecretTypeBasicAuth, corev1.SecretTypeBasicAuth},
+		{"basic-auth with its username keeps the type", keys("username"), corev1.SecretTypeBasicAuth, corev1.SecretTypeBasicAuth},
+		{"basic-auth with neither username nor password is Opaque", keys("ca.crt"), corev1.SecretTypeBasicAuth, corev1.SecretTypeOpaque},
+		{"a bootstrap token is not validated by the API server: its type stays", keys("token-id"), corev1.SecretTypeBootstrapToken, corev1.SecretTypeBootstrapToken},
 		{"Opaque stays Opaque", keys("a"), corev1.SecretTypeOpaque, corev1.SecretTypeOpaque},
 		{"a ConfigMap has no type", keys("a"), "", ""},
 	} {

@@ -39,7 +39,7 @@ func CheckKinds(ctx context.Context, client kubernetes.Interface, namespace, sa 
 			{Group: r.Group, Resource: r.Resource, Verb: "watch"},
 		} {
 			review, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace}, ResourceAttributes: &a},
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}, ResourceAttributes: &a},
 			}, metav1.CreateOptions{})
 			if err != nil {
 				k.Problem = fmt.Sprintf("cannot tell whether %s may watch it: %v", user, err)
