@@ -460,3 +460,36 @@ func TestKeyLevelReloadHoldsBeyond64Keys(t *testing.T) {
 	eventually(t, converge, "InputMissing naming the key", eventWith(ns, "app", "InputMissing", "configmap/cfg (key key07)"))
 	noRollout(t, ns, "app", before+1)
 }
+
+// SPEC (custom kinds): what courier remembers of a custom object it cannot
+// read lives as long as the object: courier_custom_kind_unreadable_objects
+// counts them, and is back to 0 once a tenant has deleted them.
+func TestUnreadableCustomObjectsAreForgottenWithThem(t *testing.T) {
+	group := testID() + ".e2e.courier.dev"
+	item := "widgets." + group + ":spec.template.metadata.annotations"
+	widgets := createCRD(t, group, "widgets", "Widget")
+	id := identityWith(t, "courier-unreadable", reloadResourcesRBAC(t, item))
+	ns := newNamespace(t, "unreadable", nil)
+	c := startCourierAs(t, id, nil, "--source-namespaces="+ns, "--reload-resources="+item)
+	c.WaitReady(t.Context())
+	series := `courier_custom_kind_unreadable_objects{resource="widgets.` + group + `"}`
+	count := func(want float64) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			v, ok := c.MetricValue(ctx, series)
+			return ok && v == want, nil
+		}
+	}
+	eventually(t, converge, "none at first", count(0))
+	const n = 20
+	for i := range n {
+		createObject(t, widgets, "Widget", ns, fmt.Sprintf("w%d", i), map[string]string{keyReloadOn: "secret/db"},
+			map[string]any{"template": "not a map"})
+	}
+	eventually(t, converge, "every unreadable object counted", count(n))
+	for i := range n {
+		if err := dynamicAdmin(t).Resource(widgets).Namespace(ns).Delete(t.Context(), fmt.Sprintf("w%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, converge, "none once they are deleted", count(0))
+}

@@ -185,13 +185,21 @@ func (c *Custom) forbiddenLocked(w crdWatch) bool {
 	return true
 }
 
+var unreadableDesc = prometheus.NewDesc(metrics.Namespace+"_custom_kind_unreadable_objects",
+	"Objects of a kind listed in --reload-resources that courier cannot read (a field path through a value, a workloadRef to anything but a Deployment): they are not reloaded; their log line says why.",
+	[]string{"resource"}, nil)
+
 var unwatchableDesc = prometheus.NewDesc(metrics.Namespace+"_custom_kind_watch_forbidden",
 	"1 for a kind listed in --reload-resources that courier may not list or watch (its CRD or its objects): it is not reloaded, and holds nothing else up; grant what the log line names.",
 	[]string{"resource"}, nil)
 
 // Describe and Collect make Custom a Prometheus collector of
-// courier_custom_kind_watch_forbidden, one series per listed kind.
-func (c *Custom) Describe(ch chan<- *prometheus.Desc) { ch <- unwatchableDesc }
+// courier_custom_kind_watch_forbidden and
+// courier_custom_kind_unreadable_objects, one series each per listed kind.
+func (c *Custom) Describe(ch chan<- *prometheus.Desc) {
+	ch <- unwatchableDesc
+	ch <- unreadableDesc
+}
 
 // Collect: see Describe.
 func (c *Custom) Collect(ch chan<- prometheus.Metric) {
@@ -203,6 +211,12 @@ func (c *Custom) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(unwatchableDesc, prometheus.GaugeValue, v, w.resource.GroupResource.String())
+	}
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	for _, w := range c.crds {
+		gr := w.resource.GroupResource
+		ch <- prometheus.MustNewConstMetric(unreadableDesc, prometheus.GaugeValue, float64(len(c.warned[gr])), gr.String())
 	}
 }
 
@@ -282,7 +296,10 @@ func (c *Custom) objectTransform(gr schema.GroupResource, kind workload.Custom) 
 			return obj, nil
 		}
 		o, err := workload.ObjectOf(kind, u) // o is never nil
-		if err != nil && c.firstWarning(gr, o) {
+		switch {
+		case err == nil:
+			c.forgetWarned(gr, o.UID) // readable (again)
+		case c.firstWarning(gr, o):
 			c.logger.Warn("a custom resource courier cannot read", zap.Error(err))
 		}
 		return o, nil
