@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes everything a courier release ships into $DIST (`make release
-# VERSION=x.y.z` runs it; README "Install from the release files" uses it):
+# VERSION=x.y.z` runs it; docs/install.md, "From the release files", uses it):
 #
 #   courier-image-$VERSION.oci.tar   OCI image index, linux/amd64 + linux/arm64
 #   install.yaml                      kubectl apply -f: manifests/, image pinned by digest
