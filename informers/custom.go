@@ -92,7 +92,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *
 			return nil, err
 		}
 		if err := inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, inf, "the CustomResourceDefinition "+name,
-			"grant list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see README)")); err != nil {
+			"grant list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see docs/reload.md)")); err != nil {
 			return nil, err
 		}
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -271,7 +271,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	}})
 	err := errors.Join(herr, inf.SetTransform(c.objectTransform(r.GroupResource, want)), inf.AddIndexers(indexers),
 		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, inf, want.Kind+" objects ("+want.GVR().String()+")",
-			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see README)")))
+			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see docs/reload.md)")))
 	var stop func()
 	if err == nil {
 		stop, err = c.handler(want, inf)

@@ -170,7 +170,7 @@ func (c *Controller) failed(k key, err error) {
 		return // the workload changed (or went) since the cache saw it: look again
 	}
 	if apierrors.IsForbidden(err) {
-		c.logger.Error("courier may not patch this workload; grant patch on its kind to courier's ServiceAccount (a --reload-resources kind: README, Argo Rollouts and custom resources); retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
+		c.logger.Error("courier may not patch this workload; grant patch on its kind to courier's ServiceAccount (a --reload-resources kind: docs/reload.md, Argo Rollouts and custom resources); retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
 		return
 	}
 	c.logger.Error("sync failed; retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
