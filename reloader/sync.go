@@ -83,8 +83,8 @@ const installationField = "installation"
 // installed reports whether a courier installation runs in namespace: its
 // digest key is there (every installation writes one at its first start).
 func (c *Controller) installed(namespace string) bool {
-	m, ok := c.object(wellknown.KindSecret, namespace, KeySecret).(metav1.Object)
-	return ok && m.GetLabels()[wellknown.DigestKey] == "true"
+	keys, _ := c.secrets.ByIndex(informers.Installations, namespace)
+	return len(keys) > 0
 }
 
 // stored is what courier.dev/config-inputs says besides its inputs.

@@ -73,12 +73,12 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 		return nil
 	}
 	if why != "" {
-		c.refusePull(k, t, why)
+		c.refusePull(k, t, r, why)
 		return nil
 	}
 	spec, err := source.Parse(src.meta.GetAnnotations())
 	if err != nil {
-		c.refusePull(k, t, fmt.Sprintf("the source's %v", err))
+		c.refusePull(k, t, r, fmt.Sprintf("the source's %v", err))
 		return nil
 	}
 	c.forgetRefusal(t.meta.GetUID())
@@ -117,8 +117,7 @@ const servedElsewhere = "served elsewhere"
 // refusePull tells t's owner why its pull is not honoured: once per cause
 // (a source change, a resync or a new term that finds the same cause says
 // nothing again).
-func (c *Controller) refusePull(k key, t *item, why string) {
-	r := c.roleOf(t)
+func (c *Controller) refusePull(k key, t *item, r role.Role, why string) {
 	msg := fmt.Sprintf("%s=%q is not honoured: %s. Nothing is written to this %s until that changes", r.PullVia, r.PullRef, why, k.Kind)
 	uid := t.meta.GetUID()
 	c.mu.Lock()
