@@ -23,7 +23,7 @@ CONTROLPLANE   = $$(e2e/tools/build.sh)
 # Rollouts' and External Secrets Operator's binaries and CRDs.
 INTEGRATIONS   = $$(e2e/tools/build-integrations.sh)
 
-.PHONY: all help build image release test-compat test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
+.PHONY: all help docs build image release test-compat test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -85,7 +85,11 @@ SOAK ?= 10m
 soak:
 	COURIER_SOAK=$(SOAK) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
 
-## lint: gofmt, go vet, staticcheck
+## docs: regenerate docs/reference.md from the code (flags, keys, Event reasons, metrics)
+docs:
+	$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . -update
+
+## lint: gofmt, go vet, staticcheck, docs/reference.md up to date
 # The chart carries copies of the files manifests/ installs (Helm reads nothing
 # outside a chart); `make chart-files` refreshes them, lint fails when they differ.
 CHART_FILES := manifests/dashboards/courier.json manifests/guard-policy.yaml \
@@ -98,6 +102,7 @@ chart-files:
 lint:
 	@for f in $(CHART_FILES); do cmp -s $$f charts/courier/files/$$(basename $$f) || { echo "charts/courier/files/$$(basename $$f) differs from $$f: run make chart-files" >&2; exit 1; }; done
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-ed: $$unformatted" >&2; exit 1; }
+	@$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . >/dev/null || { $(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . >&2; exit 1; }
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
 	cd e2e/bench/scale && $(GO) vet ./...

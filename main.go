@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -136,72 +137,21 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
-	inf, err := informers.New(client, roles)
-	if err != nil {
-		return err
-	}
 	var dyn dynamic.Interface
 	if len(o.ReloadResources) > 0 {
 		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
 			return fmt.Errorf("build Kubernetes client: %w", err)
 		}
-		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, logger); err != nil {
-			return err
-		}
-		reg.MustRegister(inf.Custom)
 	}
-
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(eventsink.New(ctx, &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, eventsink.Workers, eventsink.Queue, logger))
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: wellknown.FieldManager})
-	queues := metrics.NewQueues(reg)
-
-	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
-		SourceNamespaces: o.SourceNamespaces,
-		Compat:           o.Compat,
-		Installation:     o.Namespace,
-		QueueMetrics:     queues,
-	})
+	d, err := build(o, client, dyn, recorder, reg, logger)
 	if err != nil {
 		return err
 	}
-	rep, err := replicator.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, replicator.Options{
-		Installation:      o.Namespace,
-		SourceNamespaces:  o.SourceNamespaces,
-		ExcludeNamespaces: o.ExcludeNamespaces,
-		Compat:            o.Compat,
-		Workers:           o.ReplicatorWorkers,
-		QueueMetrics:      queues,
-		Guard:             grd,
-	})
-	if err != nil {
-		return err
-	}
-	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{})
-	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
-		Namespace:    o.Namespace,
-		ReloadAll:    o.ReloadAll,
-		Compat:       o.Compat.Reloader,
-		Debounce:     o.ReloadDebounce,
-		QPS:          float32(o.ReloadQPS),
-		Burst:        o.ReloadBurst,
-		QueueMetrics: queues,
-		Dynamic:      dyn,
-		Pending: func() bool {
-			return inf.Custom != nil && !inf.Custom.Settled(workload.Rollouts)
-		},
-		Replicating: rep.Busy,
-		Notifier:    notifier,
-	})
-	if err != nil {
-		return err
-	}
-	if inf.Custom != nil {
-		inf.Custom.OnKind(rel.AddKind)
-	}
-	controllers := []controller{rep, grd, rel}
+	inf, notifier, isLeader := d.inf, d.notifier, d.isLeader
 
 	logger.Info("starting",
 		zap.Stringer("version", version.Get()),
@@ -233,11 +183,12 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 			return err
 		}
 		logger.Info("informer caches synced")
-		lead := func(ctx context.Context) error { return runControllers(ctx, controllers) }
+		lead := func(ctx context.Context) error { return runControllers(ctx, d.controllers) }
 		if !o.LeaderElect {
+			isLeader.Set(1) // this process leads, alone
 			return lead(ctx)
 		}
-		return leader.Run(ctx, client, o, reg, logger, lead)
+		return leader.Run(ctx, client, o, isLeader, logger, lead)
 	})
 	return g.Wait()
 }
@@ -249,4 +200,75 @@ func runControllers(ctx context.Context, cs []controller) error {
 	}
 	g.Go(func() error { <-ctx.Done(); return nil })
 	return g.Wait()
+}
+
+// daemon is what run runs: the informers, the controllers and what they
+// share.
+type daemon struct {
+	inf         *informers.Set
+	controllers []controller
+	notifier    *notify.Notifier
+	isLeader    prometheus.Gauge
+}
+
+// build wires the informers and the controllers, registering every metric
+// courier exports in reg (docs/reference.md lists them from here); dyn is
+// needed only with --reload-resources. Nothing starts.
+func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger) (*daemon, error) {
+	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
+	inf, err := informers.New(client, roles)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.ReloadResources) > 0 {
+		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, logger); err != nil {
+			return nil, err
+		}
+		reg.MustRegister(inf.Custom)
+	}
+	queues := metrics.NewQueues(reg)
+	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
+		SourceNamespaces: o.SourceNamespaces,
+		Compat:           o.Compat,
+		Installation:     o.Namespace,
+		QueueMetrics:     queues,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := replicator.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, replicator.Options{
+		Installation:      o.Namespace,
+		SourceNamespaces:  o.SourceNamespaces,
+		ExcludeNamespaces: o.ExcludeNamespaces,
+		Compat:            o.Compat,
+		Workers:           o.ReplicatorWorkers,
+		QueueMetrics:      queues,
+		Guard:             grd,
+	})
+	if err != nil {
+		return nil, err
+	}
+	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{})
+	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
+		Namespace:    o.Namespace,
+		ReloadAll:    o.ReloadAll,
+		Compat:       o.Compat.Reloader,
+		Debounce:     o.ReloadDebounce,
+		QPS:          float32(o.ReloadQPS),
+		Burst:        o.ReloadBurst,
+		QueueMetrics: queues,
+		Dynamic:      dyn,
+		Pending: func() bool {
+			return inf.Custom != nil && !inf.Custom.Settled(workload.Rollouts)
+		},
+		Replicating: rep.Busy,
+		Notifier:    notifier,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if inf.Custom != nil {
+		inf.Custom.OnKind(rel.AddKind)
+	}
+	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.Gauge(reg)}, nil
 }

@@ -31,16 +31,6 @@ import (
 	"github.com/courier-k8s/courier/internal/writer"
 )
 
-// Event reasons.
-const (
-	// ReasonSourceRestored is the Warning Event on a protected source that
-	// was deleted and recreated from its backup.
-	ReasonSourceRestored = "SourceRestored"
-	// ReasonBackupBlocked is the Warning Event on a protected source whose
-	// backup's name is taken by an object courier did not make.
-	ReasonBackupBlocked = "BackupBlocked"
-)
-
 // Options configures the guard.
 type Options struct {
 	SourceNamespaces globs.List
@@ -278,7 +268,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	src, backup := c.get(k.Kind, k.Namespace, k.Name), c.get(k.Kind, k.Namespace, backupName(k.Name))
 	if backup != nil && !isBackup(backup.meta) {
 		if src != nil && c.Protected(src.meta) {
-			c.recorder.Event(src.obj, corev1.EventTypeWarning, ReasonBackupBlocked, fmt.Sprintf(
+			c.recorder.Event(src.obj, corev1.EventTypeWarning, wellknown.ReasonBackupBlocked, fmt.Sprintf(
 				"%s %s/%s exists and was not made by courier, so this protected source has no backup: if it is deleted while courier is not running, courier cannot restore it. Rename or delete that object",
 				k.Kind, k.Namespace, backupName(k.Name)))
 		}
@@ -363,7 +353,7 @@ func (c *Controller) restore(ctx context.Context, k key, backup *view) error {
 	}
 	c.restored.WithLabelValues(k.Kind).Inc()
 	c.logger.Warn("protected source was deleted; restored it from its backup", zap.Stringer("source", k))
-	c.recorder.Event(restored, corev1.EventTypeWarning, ReasonSourceRestored, fmt.Sprintf(
+	c.recorder.Event(restored, corev1.EventTypeWarning, wellknown.ReasonSourceRestored, fmt.Sprintf(
 		"this protected source was deleted and has been restored from its backup %s; to retire it on purpose, remove the label %s=true first, then delete it",
 		backup.meta.GetName(), wellknown.Protect))
 	return nil

@@ -113,8 +113,8 @@ func TestABackupFollowsTheSourceAndRestoresIt(t *testing.T) {
 	if diff := cmp.Diff([]*corev1.Secret{want}, f.created()); diff != "" {
 		t.Errorf("restored (-want +got):\n%s", diff)
 	}
-	if e := <-f.recorder.Events; !strings.Contains(e, ReasonSourceRestored) {
-		t.Errorf("event %q, want %s", e, ReasonSourceRestored)
+	if e := <-f.recorder.Events; !strings.Contains(e, wellknown.ReasonSourceRestored) {
+		t.Errorf("event %q, want %s", e, wellknown.ReasonSourceRestored)
 	}
 }
 

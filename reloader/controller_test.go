@@ -194,8 +194,8 @@ func TestSyncOptInBaselineAndRollout(t *testing.T) {
 			if diff := cmp.Diff("secret/db", got[0][wellknown.ReloadedFor]); diff != "" {
 				t.Errorf("reloaded-for (-want +got):\n%s", diff)
 			}
-			if e := <-f.recorder.Events; !strings.Contains(e, ReasonReloaded) {
-				t.Errorf("event %q, want %s", e, ReasonReloaded)
+			if e := <-f.recorder.Events; !strings.Contains(e, wellknown.ReasonReloaded) {
+				t.Errorf("event %q, want %s", e, wellknown.ReasonReloaded)
 			}
 		})
 	}
@@ -214,12 +214,12 @@ func TestSyncDeletedInputIsInputMissingAndWritesNothing(t *testing.T) {
 		}
 		select {
 		case e := <-f.recorder.Events:
-			if optional || !strings.Contains(e, ReasonInputMissing) || !strings.Contains(e, "secret/db") {
+			if optional || !strings.Contains(e, wellknown.ReasonInputMissing) || !strings.Contains(e, "secret/db") {
 				t.Errorf("optional=%v: event %q", optional, e)
 			}
 		default:
 			if !optional {
-				t.Errorf("no %s event", ReasonInputMissing)
+				t.Errorf("no %s event", wellknown.ReasonInputMissing)
 			}
 		}
 	}

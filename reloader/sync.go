@@ -27,14 +27,6 @@ import (
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
-// Event reasons.
-const (
-	ReasonReloaded          = "Reloaded"
-	ReasonInputMissing      = "InputMissing"
-	ReasonInvalidAnnotation = "InvalidAnnotation"
-	ReasonHashNotStored     = "HashNotStored"
-)
-
 // Reasons in courier_reloader_skipped_total: a change seen that gave no rollout.
 const (
 	skipFirstSight = "first_sight"
@@ -385,7 +377,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 		return o
 	}
 	if v, ok := a[wellknown.Reload]; ok && v != "true" {
-		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, fmt.Sprintf(
 			"%s=%q is neither \"true\" nor \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
 			wellknown.Reload, v, wellknown.ReloadOn, wellknown.Reload))
 	}
@@ -393,7 +385,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	if s, ok := a[wellknown.ReloadOn]; ok {
 		var perr error
 		if named, perr = inputs.ParseReloadOn(s); perr != nil {
-			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
+			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
 		}
 	}
 	var badPatterns []string
@@ -433,7 +425,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	}
 	if len(badPatterns) > 0 {
 		slices.Sort(badPatterns)
-		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInvalidAnnotation, fmt.Sprintf(
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, fmt.Sprintf(
 			"%s in a reloader.stakater.com reload list: not valid regular expressions, so they are ignored (courier reads each item as ^item$, as Reloader does)",
 			strings.Join(slices.Compact(badPatterns), ", ")))
 	}
@@ -524,7 +516,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	}
 	for _, id := range d.missing {
 		c.metrics.skipped.WithLabelValues(skipMissing).Inc()
-		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonInputMissing, fmt.Sprintf(
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInputMissing, fmt.Sprintf(
 			"%s is consumed by this workload but is gone; courier rolls nothing out until it is back (then only if its content differs from what the pods were given). Running pods keep what they have; new pods cannot start until it exists again", id))
 	}
 	if d.appeared {
@@ -547,7 +539,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		msg := fmt.Sprintf("%s changed, but %s written into %s was not kept: this kind's schema has no such field, so the API server dropped it and its operator sees nothing. Give --reload-resources a field path the CRD allows (or none, for metadata.annotations)",
 			strings.Join(d.changed, ", "), wellknown.ConfigHash, strings.Join(info.hashPath, "."))
 		c.logger.Error("reload not stored", zap.Stringer("workload", k), zap.String("reason", msg))
-		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, ReasonHashNotStored, msg)
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonHashNotStored, msg)
 		return nil
 	} else if err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
@@ -560,7 +552,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	}
 	reason := strings.Join(d.changed, ", ")
 	c.logger.Info("reloaded", zap.Stringer("workload", k), zap.String("changed", reason))
-	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, ReasonReloaded, "rolled out because "+reason+" changed")
+	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonReloaded, "rolled out because "+reason+" changed")
 	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC().Truncate(time.Second)})
 	return nil
 }

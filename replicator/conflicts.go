@@ -61,7 +61,7 @@ func (c *Controller) flushConflicts(sk key) {
 	msg := conflictMessage(sk, b.reasons)
 	c.logger.Warn("replicas not written: the name is taken", zap.Stringer("source", sk),
 		zap.Int("namespaces", len(b.reasons)), zap.String("detail", msg))
-	c.warn(b.src, ReasonReplicaConflict, msg)
+	c.warn(b.src, wellknown.ReasonReplicaConflict, msg)
 }
 
 // conflictMessage names the blocked namespaces (up to maxNamedNamespaces,

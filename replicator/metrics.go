@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 	const sub = "replicator"
 	m := &replicatorMetrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "writes_total",
-			Help: "Replica writes to the API, by kind and operation (create, update, delete, recreate)."}, []string{"kind", "operation"}),
+			Help: "Replica writes to the API, by kind and operation (create, update, delete, recreate, pull)."}, []string{"kind", "operation"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "conflicts_total",
 			Help: "Times a replica could not be written because an object courier does not own, or an older source's replica, holds the name."}, []string{"kind"}),
 		reverts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reverts_total",
@@ -98,7 +98,7 @@ func (s *states) counts() map[[2]string]int {
 }
 
 var replicasDesc = prometheus.NewDesc(metrics.Namespace+"_replicator_replicas",
-	"Replicas courier is responsible for, by kind and state (in_sync, conflict, error, contested).", []string{"kind", "state"}, nil)
+	"Replicas courier is responsible for, by kind and state (in_sync, conflict, error, contested); 0 on a standby, and dropped at once by a leader that loses its Lease.", []string{"kind", "state"}, nil)
 
 // stateCollector reports states at scrape time, always with every
 // kind/state pair so dashboards see zeros rather than gaps.

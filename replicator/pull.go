@@ -23,11 +23,6 @@ import (
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
-// ReasonPullRefused is the Warning Event on an object whose pull annotation
-// (kubernetes-replicator's replicate-from, Reflector's reflects) courier
-// does not honour, saying why.
-const ReasonPullRefused = "PullRefused"
-
 // opPull counts the writes that fill an object pulling from a source.
 const opPull = "pull"
 
@@ -125,7 +120,7 @@ func (c *Controller) refusePull(k key, t *item, r role.Role, why string) {
 	c.refused[uid] = msg
 	c.mu.Unlock()
 	if !said {
-		c.recorder.Event(t.obj, corev1.EventTypeWarning, ReasonPullRefused, msg)
+		c.recorder.Event(t.obj, corev1.EventTypeWarning, wellknown.ReasonPullRefused, msg)
 	}
 }
 

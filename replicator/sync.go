@@ -23,19 +23,6 @@ import (
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
-// Event reasons.
-const (
-	ReasonSourceNotAllowed    = role.SourceNotAllowed
-	ReasonSourceNotReplicable = role.SourceNotReplicable
-	ReasonInvalidSelector     = "InvalidSelector"
-	ReasonInvalidAnnotation   = "InvalidAnnotation"
-	ReasonReplicateKeyMissing = "ReplicateKeyMissing"
-	ReasonReplicaConflict     = "ReplicaConflict"
-	ReasonReplicaReverted     = "ReplicaReverted"
-	ReasonReplicaContested    = "ReplicaContested"
-	ReasonReplicaFailed       = "ReplicaFailed"
-)
-
 // key is one unit of work. With Target empty it is a source: sync fans out
 // into the pairs. Otherwise it is the pair (source, target namespace).
 type key struct {
@@ -189,14 +176,14 @@ func (c *Controller) syncSource(k key) error {
 	f := c.factsOf(src)
 	ok, problem := f.ok, f.problem
 	switch {
-	case problem == ReasonSourceNotAllowed && c.servedElsewhere(replicas):
+	case problem == wellknown.ReasonSourceNotAllowed && c.servedElsewhere(replicas):
 		// Another courier installation replicates it: not a mistake to report.
-	case problem == ReasonSourceNotAllowed:
-		c.warn(src, ReasonSourceNotAllowed, fmt.Sprintf(
+	case problem == wellknown.ReasonSourceNotAllowed:
+		c.warn(src, wellknown.ReasonSourceNotAllowed, fmt.Sprintf(
 			"namespace %s is not an allowed source namespace (--source-namespaces=%s), so %s is ignored; move the source to an allowed namespace or add this namespace to --source-namespaces",
 			k.Namespace, c.opts.SourceNamespaces, wellknown.ReplicateTo))
-	case problem == ReasonSourceNotReplicable:
-		c.warn(src, ReasonSourceNotReplicable, fmt.Sprintf(
+	case problem == wellknown.ReasonSourceNotReplicable:
+		c.warn(src, wellknown.ReasonSourceNotReplicable, fmt.Sprintf(
 			"%s Secrets are never replicated: a copy would hand this ServiceAccount's identity to other namespaces; remove %s",
 			corev1.SecretTypeServiceAccountToken, wellknown.ReplicateTo))
 	}
@@ -208,7 +195,7 @@ func (c *Controller) syncSource(k key) error {
 	if err := f.targetsErr; err != nil {
 		c.metrics.invalidSelectors.WithLabelValues(k.Kind).Inc()
 		c.logger.Warn("invalid replicate-to selector; existing replicas are kept", zap.Stringer("source", k), zap.Error(err))
-		c.warn(src, ReasonInvalidSelector, err.Error()+". Nothing changes until it is fixed")
+		c.warn(src, wellknown.ReasonInvalidSelector, err.Error()+". Nothing changes until it is fixed")
 		return nil
 	}
 	if err := f.specErr; err != nil {
@@ -217,11 +204,11 @@ func (c *Controller) syncSource(k key) error {
 		c.metrics.invalidAnnotations.WithLabelValues(k.Kind, bad.Annotation).Inc()
 		c.logger.Warn("invalid source annotation; existing replicas are kept",
 			zap.Stringer("source", k), zap.String("annotation", bad.Annotation), zap.String("value", bad.Value), zap.Error(err))
-		c.warn(src, ReasonInvalidAnnotation, err.Error()+". Nothing changes until it is fixed")
+		c.warn(src, wellknown.ReasonInvalidAnnotation, err.Error()+". Nothing changes until it is fixed")
 		return nil
 	}
 	if missing := spec.Missing(src.has); len(missing) > 0 {
-		c.warn(src, ReasonReplicateKeyMissing, fmt.Sprintf(
+		c.warn(src, wellknown.ReasonReplicateKeyMissing, fmt.Sprintf(
 			"%s lists %s, which this %s does not have; its replicas hold the other listed keys. Add the key to the source or remove it from the list",
 			wellknown.ReplicateKeys, strings.Join(missing, ", "), k.Kind))
 	}
@@ -368,7 +355,7 @@ func (c *Controller) contested(k key, obj *item, ref, src string) bool {
 	}
 	if newly {
 		c.logger.Warn("object keeps being changed by another writer; backing off", zap.Stringer("key", k), zap.Duration("backoff", wait))
-		c.recorder.Event(obj.obj, corev1.EventTypeWarning, ReasonReplicaContested, fmt.Sprintf(
+		c.recorder.Event(obj.obj, corev1.EventTypeWarning, wellknown.ReasonReplicaContested, fmt.Sprintf(
 			"something keeps changing this copy of %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
 			src, wait, src))
 	}
@@ -382,7 +369,7 @@ func (c *Controller) reverted(k key, obj *item, ref, msg string) {
 		c.opts.Guard.Reverted(k.Kind, ref)
 	}
 	c.metrics.reverts.WithLabelValues(k.Kind).Inc()
-	c.recorder.Event(obj.obj, corev1.EventTypeWarning, ReasonReplicaReverted, msg)
+	c.recorder.Event(obj.obj, corev1.EventTypeWarning, wellknown.ReasonReplicaReverted, msg)
 }
 
 // pairFacts reads from the cache what planPair needs to know about the pair
@@ -484,6 +471,6 @@ func (c *Controller) failed(k key, err error) {
 	if gerr != nil || src == nil {
 		return
 	}
-	c.warn(src, ReasonReplicaFailed, fmt.Sprintf(
+	c.warn(src, wellknown.ReasonReplicaFailed, fmt.Sprintf(
 		"%v. courier retries with backoff; the other replicas are not held up", err))
 }

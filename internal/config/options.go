@@ -52,30 +52,74 @@ type Options struct {
 
 const DefaultNamespace = "courier-system"
 
-// envName is the environment twin of a flag.
-func envName(flagName string) string {
+// EnvName is the environment twin of a flag.
+func EnvName(flagName string) string {
 	return "COURIER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // Parse parses args (without the program name) and the environment.
 func Parse(args []string, getenv func(string) string, out io.Writer) (Options, error) {
 	var o Options
-	var sourceNS, excludeNS string
-	fs := flag.NewFlagSet("courier", flag.ContinueOnError)
+	f := newFlags(&o, getenv)
+	fs := f.fs
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: courier [flags]\n       courier status [flags]   (what courier is doing; courier status --help)\n       courier migrate [flags]  (from Reloader, kubernetes-replicator, Reflector annotations; courier migrate --help)\n       courier version          (version, VCS revision, Go version)\n\ncourier replicates Secrets and ConfigMaps across namespaces, guards them, and reloads the workloads that consume them.\n\nFlags (each has an environment twin, shown in brackets; a flag on the command line wins):\n")
+		fs.VisitAll(func(f *flag.Flag) {
+			def := f.DefValue
+			if def == "" {
+				def = `""`
+			}
+			fmt.Fprintf(fs.Output(), "  --%s  [%s]\n    \t%s (default %s)\n", f.Name, EnvName(f.Name), f.Usage, def)
+		})
+	}
 
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := ApplyEnv(fs, getenv); err != nil {
+		return o, err
+	}
+	if f.notifyURLs.err != nil {
+		return o, fmt.Errorf("--notify-url [%s]: %w", EnvName("notify-url"), f.notifyURLs.err)
+	}
+	var err error
+	if o.SourceNamespaces, o.ExcludeNamespaces, err = NamespaceGlobs(f.sourceNS, f.excludeNS, o.Namespace); err != nil {
+		return o, err
+	}
+	return o, o.validate()
+}
+
+// Flags is courier's flag set as `courier --help` prints it, with the
+// defaults of an empty environment (docs/reference.md is generated from it).
+func Flags() *flag.FlagSet {
+	return newFlags(&Options{}, func(string) string { return "" }).fs
+}
+
+// flags is courier's flag set and the values Parse checks after parsing.
+type flags struct {
+	fs                  *flag.FlagSet
+	sourceNS, excludeNS string
+	notifyURLs          *secretFlag
+}
+
+func newFlags(o *Options, getenv func(string) string) *flags {
+	f := &flags{fs: flag.NewFlagSet("courier", flag.ContinueOnError), notifyURLs: &secretFlag{Value: &o.NotifyURLs}}
+	fs := f.fs
 	ns := getenv("POD_NAMESPACE")
 	if ns == "" {
 		ns = DefaultNamespace
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
 	fs.StringVar(&o.Namespace, "namespace", ns, "courier's own namespace: its Lease lives here, and it is the default source namespace (default: $POD_NAMESPACE, else "+DefaultNamespace+")")
-	fs.StringVar(&sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
-	fs.StringVar(&excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
+	fs.StringVar(&f.sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
+	fs.StringVar(&f.excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector)")
-	notifyURLs := &secretFlag{Value: &o.NotifyURLs}
-	fs.Var(notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
+	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
 	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: docs/reload.md")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
@@ -90,35 +134,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 64, "replicas written concurrently (across namespaces)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve the Go profiler at /debug/pprof/ on --metrics-addr")
-
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: courier [flags]\n       courier status [flags]   (what courier is doing; courier status --help)\n       courier migrate [flags]  (from Reloader, kubernetes-replicator, Reflector annotations; courier migrate --help)\n       courier version          (version, VCS revision, Go version)\n\ncourier replicates Secrets and ConfigMaps across namespaces, guards them, and reloads the workloads that consume them.\n\nFlags (each has an environment twin, shown in brackets; a flag on the command line wins):\n")
-		fs.VisitAll(func(f *flag.Flag) {
-			def := f.DefValue
-			if def == "" {
-				def = `""`
-			}
-			fmt.Fprintf(fs.Output(), "  --%s  [%s]\n    \t%s (default %s)\n", f.Name, envName(f.Name), f.Usage, def)
-		})
-	}
-
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if err := ApplyEnv(fs, getenv); err != nil {
-		return o, err
-	}
-	if notifyURLs.err != nil {
-		return o, fmt.Errorf("--notify-url [%s]: %w", envName("notify-url"), notifyURLs.err)
-	}
-	var err error
-	if o.SourceNamespaces, o.ExcludeNamespaces, err = NamespaceGlobs(sourceNS, excludeNS, o.Namespace); err != nil {
-		return o, err
-	}
-	return o, o.validate()
+	return f
 }
 
 // secretFlag is a flag whose value may hold a secret (a webhook URL's
@@ -143,14 +159,14 @@ func ApplyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs error
 	fs.VisitAll(func(f *flag.Flag) {
-		v := getenv(envName(f.Name))
+		v := getenv(EnvName(f.Name))
 		if set[f.Name] || v == "" {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
 			// The error names the bad part; the value itself may be a
 			// secret (a webhook URL from a Secret), so it is not repeated.
-			errs = errors.Join(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			errs = errors.Join(errs, fmt.Errorf("%s: %w", EnvName(f.Name), err))
 		}
 	})
 	return errs

@@ -18,6 +18,16 @@ import (
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
+// Gauge registers courier_leader_is_leader in reg, for Run to set.
+func Gauge(reg prometheus.Registerer) prometheus.Gauge {
+	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Subsystem: "leader", Name: "is_leader",
+		Help: "1 while this courier process holds the leader lease (always, with --leader-elect=false), else 0.",
+	})
+	reg.MustRegister(isLeader)
+	return isLeader
+}
+
 // leaseName is the Lease in --namespace that courier processes elect on.
 const leaseName = "courier"
 
@@ -26,13 +36,8 @@ const leaseName = "courier"
 // server is unreachable for --renew-deadline, say while it restarts) stops
 // lead — no write after that — and stands for election again with its caches
 // warm; lead must therefore be callable again.
-func Run(ctx context.Context, client kubernetes.Interface, o config.Options, reg prometheus.Registerer, logger *zap.Logger, lead func(context.Context) error) error {
-	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: metrics.Namespace, Subsystem: "leader", Name: "is_leader",
-		Help: "1 while this courier process holds the leader lease, else 0.",
-	})
-	reg.MustRegister(isLeader)
-
+// isLeader is courier_leader_is_leader (see Gauge).
+func Run(ctx context.Context, client kubernetes.Interface, o config.Options, isLeader prometheus.Gauge, logger *zap.Logger, lead func(context.Context) error) error {
 	host, _ := os.Hostname()
 	id := host + "_" + rand.String(8)
 	lock := &resourcelock.LeaseLock{

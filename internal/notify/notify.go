@@ -164,7 +164,7 @@ func New(targets Targets, reg prometheus.Registerer, logger *zap.Logger, o Optio
 		}},
 		feeds: make([]chan Rollout, len(targets)),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "notify", Name: "notifications_total",
-			Help: "Rollout notifications by target format and result: sent, failed (after every retry) or dropped (the buffer was full)."}, []string{"format", "result"}),
+			Help: "Rollout notifications by target format (json, slack, teams) and result: sent, failed (after every retry) or dropped (the buffer was full); only with --notify-url."}, []string{"format", "result"}),
 	}
 	reg.MustRegister(n.results)
 	var formats []string

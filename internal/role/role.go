@@ -60,9 +60,9 @@ func (k Kind) String() string {
 // annotations ask for something courier will not do.
 const (
 	// SourceNotAllowed: a source outside --source-namespaces.
-	SourceNotAllowed = "SourceNotAllowed"
+	SourceNotAllowed = wellknown.ReasonSourceNotAllowed
 	// SourceNotReplicable: a ServiceAccount token Secret asked to be copied.
-	SourceNotReplicable = "SourceNotReplicable"
+	SourceNotReplicable = wellknown.ReasonSourceNotReplicable
 )
 
 // Keep is what the cache keeps of a Secret or ConfigMap.

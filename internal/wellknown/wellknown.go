@@ -10,75 +10,90 @@ const (
 	// FieldManager is the field manager of every write courier makes.
 	FieldManager = "courier"
 
-	// ReplicateTo (annotation, on a source) is a namespace label selector.
+	// ReplicateTo (annotation, on a source Secret or ConfigMap): a namespace
+	// label selector in kubectl -l syntax; "*" or empty: every eligible
+	// namespace; by name: "kubernetes.io/metadata.name in (a,b)".
 	ReplicateTo = Prefix + "replicate-to"
-	// Protect (label, on a source) asks the guard to protect it.
+	// Protect (label, on a source): "true" asks the guard to protect it.
 	Protect = Prefix + "protect"
-	// Reload (annotation, on a source or a workload) opts into reloads ("true")
-	// or, on a workload, out of them ("false").
+	// Reload (annotation, on a source or a workload): "true" opts into
+	// reloads; on a workload, "false" opts out of every reload.
 	Reload = Prefix + "reload"
-	// ReloadOn (annotation, on a workload) lists "secret/a, configmap/b".
+	// ReloadOn (annotation, on a workload or a custom resource): "secret/a,
+	// configmap/b": reload when these change (for a custom resource of a
+	// --reload-resources kind: what it consumes).
 	ReloadOn = Prefix + "reload-on"
-	// ReplicateKeys (annotation, on a source) lists the keys its replicas
-	// hold: "ca.crt, tls.crt".
+	// ReplicateKeys (annotation, on a source): "ca.crt, tls.crt": its
+	// replicas hold only these keys.
 	ReplicateKeys = Prefix + "replicate-keys"
-	// CopyLabels and CopyAnnotations (annotations, on a source) list the
-	// source's label and annotation keys (exact, or "prefix/*") copied onto
-	// its replicas.
-	CopyLabels      = Prefix + "copy-labels"
+	// CopyLabels (annotation, on a source): "a.example.com/key,
+	// b.example.com/*": the source's labels copied onto its replicas.
+	CopyLabels = Prefix + "copy-labels"
+	// CopyAnnotations (annotation, on a source): as copy-labels, for the
+	// source's annotations.
 	CopyAnnotations = Prefix + "copy-annotations"
-	// CopiedMetadata (annotation, on a replica) records, as JSON, the labels
-	// and annotations courier copied onto it from its source.
+	// CopiedMetadata (annotation, on a replica): JSON of the labels and
+	// annotations courier copied onto it from its source; set by courier.
 	CopiedMetadata = Prefix + "copied-metadata"
-	// Via (annotation, on a replica made through another tool's annotation
-	// under --compat) names that annotation.
+	// Via (annotation, on a replica or an object that pulls): the other
+	// tool's annotation (under --compat) that made it; set by courier.
 	Via = Prefix + "via"
-	// PulledFrom (annotation, on an object that pulls from a source through
-	// another tool's annotation under --compat) is "<namespace>/<name>" of
-	// the source courier filled it from.
+	// PulledFrom (annotation, on an object that pulls under --compat):
+	// "<namespace>/<name>" of the source courier filled it from; set by
+	// courier.
 	PulledFrom = Prefix + "pulled-from"
-	// Replication (label, on a namespace) set to "disabled" excludes it.
+	// Replication (label, on a namespace): "disabled" means courier never
+	// replicates into it.
 	Replication = Prefix + "replication"
 
-	// Replica (label) marks an object courier created as a replica.
+	// Replica (label, on a replica): "true" marks an object courier created
+	// as a replica.
 	Replica = Prefix + "replica"
-	// Source (annotation, on a replica) is "<namespace>/<name>" of its source.
+	// Source (annotation, on a replica): "<namespace>/<name>" of its source.
 	Source = Prefix + "source"
-	// Backup (label, "true") marks the backup courier keeps of a protected
-	// source, beside it; BackupOf (annotation) names the source and
-	// BackupMeta (annotation) holds its labels, annotations and
-	// immutability as JSON.
-	Backup     = Prefix + "backup"
-	BackupOf   = Prefix + "backup-of"
+	// Backup (label, on a backup): "true" marks the backup courier keeps of
+	// a protected source: courier-backup.<name>, beside the source.
+	Backup = Prefix + "backup"
+	// BackupOf (annotation, on a backup): "<namespace>/<name>" of the
+	// protected source it keeps.
+	BackupOf = Prefix + "backup-of"
+	// BackupMeta (annotation, on a backup): the source's labels, annotations
+	// and immutability, as JSON.
 	BackupMeta = Prefix + "backup-meta"
-	// DigestKey (label, "true") marks the Secret in courier's namespace that
-	// holds the key of the digests courier writes on workloads:
-	// DigestKeySecret. Every installation writes one in its namespace.
-	DigestKey       = Prefix + "digest-key"
+	// DigestKey (label, on the digest key Secret): "true" marks the Secret
+	// courier-digest-key in an installation's namespace, which holds the key
+	// of the digests courier writes on workloads (config-inputs).
+	DigestKey = Prefix + "digest-key"
+	// DigestKeySecret is the name of that Secret.
 	DigestKeySecret = "courier-digest-key"
-	// Installation (annotation, on a replica) names the courier installation
-	// that made it: the namespace that installation runs in (--namespace).
+	// Installation (annotation, on a replica): the courier installation that
+	// made it: the namespace that installation runs in (--namespace).
 	Installation = Prefix + "installation"
-	// ContentHash (annotation, on a replica) is the sha256 of its content.
+	// ContentHash (annotation, on a replica): sha256 of its content.
 	ContentHash = Prefix + "content-hash"
-	// ConfigHash (annotation, on a pod template) is the sha256 of the consumed
-	// keys and values; changing it is what rolls a workload out.
+	// ConfigHash (annotation, on a pod template, or a custom resource's
+	// annotations or its kind's field path): sha256 of the consumed keys;
+	// changing it is what rolls a workload out.
 	ConfigHash = Prefix + "config-hash"
-	// ReloadedFor (annotation, on a workload) names what changed last.
+	// ReloadedFor (annotation, on a workload): what changed, at the last
+	// reload.
 	ReloadedFor = Prefix + "reloaded-for"
-	// ReloadedAt (annotation, on a workload) is when courier last rolled it
+	// ReloadedAt (annotation, on a workload): when courier last rolled it
 	// out, RFC 3339 in UTC.
 	ReloadedAt = Prefix + "reloaded-at"
-	// ConfigInputs (annotation, on a workload's metadata, not its template)
-	// is the reloader's baseline: a short digest of each opted-in input it
-	// consumes, as last seen. Writing it is not a rollout.
+	// ConfigInputs (annotation, on a workload's metadata, not its template):
+	// courier's baseline: a short keyed digest of each opted-in input it
+	// consumes, and the key's name; writing it is not a rollout. Set by
+	// courier.
 	ConfigInputs = Prefix + "config-inputs"
 
-	// ManagedBy is the well-known label set to ManagedByValue on replicas.
+	// ManagedBy (label, on a replica, a backup or the digest key Secret):
+	// "courier" (ManagedByValue) on every object courier creates.
 	ManagedBy      = "app.kubernetes.io/managed-by"
 	ManagedByValue = "courier"
 
-	// NamespaceName is the label the API server sets on every namespace.
+	// NamespaceName (label, on a namespace): its name, set by the API
+	// server; replicate-to selects namespaces by name with it.
 	NamespaceName = "kubernetes.io/metadata.name"
 
 	// KindSecret and KindConfigMap name the kinds courier replicates and

@@ -1,0 +1,63 @@
+package wellknown
+
+// Event reasons: every Event courier records has one of these. Each
+// comment says what the Event is on, its type, and what to do; it is the
+// row of docs/reference.md's table (make docs).
+const (
+	// ReasonSourceNotAllowed (Warning, on a source): its namespace is not in
+	// --source-namespaces, so nothing is replicated from it. Move the source,
+	// or add its namespace to --source-namespaces.
+	ReasonSourceNotAllowed = "SourceNotAllowed"
+	// ReasonSourceNotReplicable (Warning, on a source): a ServiceAccount
+	// token Secret is never copied. Replicate a Secret of another type.
+	ReasonSourceNotReplicable = "SourceNotReplicable"
+	// ReasonInvalidSelector (Warning, on a source): courier.dev/replicate-to
+	// (or another tool's namespace list under --compat) does not parse; the
+	// replicas stay as they were until it is fixed.
+	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonInvalidAnnotation (Warning, on a source or a workload): a
+	// courier.dev/ annotation (replicate-keys, copy-labels, reload-on, …)
+	// or, under --compat, another tool's has a bad value; the message names
+	// it and what is wrong. On a source nothing changes until it is fixed;
+	// on a workload the bad entries are ignored.
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonReplicateKeyMissing (Warning, on a source): courier.dev/replicate-keys
+	// names a key the source does not have; the other keys are replicated.
+	ReasonReplicateKeyMissing = "ReplicateKeyMissing"
+	// ReasonReplicaConflict (Warning, on a source): a target namespace holds
+	// an object of the replica's name that courier did not make; it is never
+	// touched. Delete or rename it, and the replica is written.
+	ReasonReplicaConflict = "ReplicaConflict"
+	// ReasonReplicaReverted (Warning, on a replica): someone edited or
+	// deleted a replica; courier put its source's content back.
+	ReasonReplicaReverted = "ReplicaReverted"
+	// ReasonReplicaContested (Warning, on a replica or a protected source):
+	// something keeps changing it (more than 5 reverts in a minute); courier
+	// backs off, up to 5 minutes. Find the other writer in the managed fields.
+	ReasonReplicaContested = "ReplicaContested"
+	// ReasonReplicaFailed (Warning, on a source): a replica could not be
+	// written (the message names the namespace and the API error, such as a
+	// missing permission or a quota); courier retries with backoff.
+	ReasonReplicaFailed = "ReplicaFailed"
+	// ReasonPullRefused (Warning, on an object that pulls under --compat):
+	// the source it names is missing, not allowed or does not allow it;
+	// nothing is written until that changes.
+	ReasonPullRefused = "PullRefused"
+	// ReasonSourceRestored (Warning, on a protected source): it was deleted
+	// and courier recreated it from its backup.
+	ReasonSourceRestored = "SourceRestored"
+	// ReasonBackupBlocked (Warning, on a protected source): its backup's name
+	// is taken by an object courier did not make, so it has no backup.
+	// Rename or delete that object.
+	ReasonBackupBlocked = "BackupBlocked"
+	// ReasonReloaded (Normal, on a workload): courier rolled it out; the
+	// message names the input that changed.
+	ReasonReloaded = "Reloaded"
+	// ReasonInputMissing (Warning, on a workload): an input it consumes
+	// without optional: true does not exist; nothing is rolled out for it.
+	ReasonInputMissing = "InputMissing"
+	// ReasonHashNotStored (Warning, on a custom resource): the field path
+	// given in --reload-resources cannot hold courier.dev/config-hash, so no
+	// rollout happened. Fix the field path.
+	ReasonHashNotStored = "HashNotStored"
+)
