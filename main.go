@@ -39,6 +39,7 @@ import (
 	"github.com/courier-k8s/courier/internal/migrate"
 	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/role"
+	"github.com/courier-k8s/courier/internal/settings"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/version"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -183,7 +184,12 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 			return err
 		}
 		logger.Info("informer caches synced")
-		lead := func(ctx context.Context) error { return runControllers(ctx, d.controllers) }
+		lead := func(ctx context.Context) error {
+			if err := settings.Publish(ctx, client, settings.Of(o, version.Get().String()), recorder, logger); err != nil {
+				logger.Warn("courier status will not know this installation's flags", zap.Error(err))
+			}
+			return runControllers(ctx, d.controllers)
+		}
 		if !o.LeaderElect {
 			isLeader.Set(1) // this process leads, alone
 			return lead(ctx)

@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-k8s/courier/internal/status"
 )
@@ -95,5 +98,114 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 	table = courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces=nothing-here")
 	if !strings.Contains(table, "not in --source-namespaces") {
 		t.Errorf("an ignored source is not flagged:\n%s", table)
+	}
+}
+
+// statusReport runs `courier status -o json` with args and decodes it.
+func statusReport(t *testing.T, args ...string) status.Report {
+	t.Helper()
+	var r status.Report
+	if err := json.Unmarshal([]byte(courierStatus(t, append(args, "-o", "json")...)), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func sourceIn(r status.Report, ref string) *status.Source {
+	for i := range r.Sources {
+		if r.Sources[i].Ref() == ref {
+			return &r.Sources[i]
+		}
+	}
+	return nil
+}
+
+// TestStatusKnowsTheRunningInstallation: the leader publishes its settings
+// (ConfigMap courier-settings in its namespace), so `courier status` given
+// no flag but the installation's namespace reports what that courier does:
+// its source is in sync, not "outside --source-namespaces". A flag given to
+// status wins; several installations make status list them and ask for
+// --namespace; a restart with the same flags writes nothing; a
+// courier-settings ConfigMap courier did not create is left alone, with a
+// SettingsBlocked Event.
+func TestStatusKnowsTheRunningInstallation(t *testing.T) {
+	s := setupReplication(t, "--compat=replicator")
+	ns := s.courier.namespace
+	a := s.target(t, "a", nil)
+	createSecret(t, s.src, "db", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "1"))
+	eventually(t, converge, "replica in "+a, secretIn(a, "db", map[string][]byte{"k": []byte("1")}))
+
+	r := statusReport(t, "--namespace="+ns)
+	got := sourceIn(r, s.src+"/db")
+	if got == nil || got.Problem != "" || got.Targets != 1 || got.InSync != 1 {
+		t.Fatalf("status with only --namespace: source %+v; want in sync in 1 of 1 (courier runs with --source-namespaces=%s)", got, s.src)
+	}
+	if i := r.Installation; i == nil || i.Namespace != ns || i.SourceNamespaces != s.src || i.Compat != "replicator" || !strings.HasPrefix(i.Version, "courier ") || len(i.Overridden) != 0 {
+		t.Errorf("installation: %+v; want %s's settings (--source-namespaces=%s --compat=replicator), none overridden", r.Installation, ns, s.src)
+	}
+	table := courierStatus(t, "--namespace="+ns)
+	if !strings.Contains(table, "Installation "+ns+": courier ") || !strings.Contains(table, "--source-namespaces="+s.src) {
+		t.Errorf("the table does not name the installation it read:\n%s", table)
+	}
+
+	// A flag given to status wins, and the report says so.
+	r = statusReport(t, "--namespace="+ns, "--source-namespaces=nothing-here")
+	if got := sourceIn(r, s.src+"/db"); got == nil || !strings.Contains(got.Problem, "not in --source-namespaces") {
+		t.Errorf("--source-namespaces given to status: source %+v, want it outside", got)
+	}
+	if r.Installation == nil || strings.Join(r.Installation.Overridden, ",") != "--source-namespaces" {
+		t.Errorf("installation: %+v, want --source-namespaces overridden", r.Installation)
+	}
+
+	// A restart with the same flags writes nothing.
+	cm, err := admin().CoreV1().ConfigMaps(ns).Get(t.Context(), "courier-settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cm.Data["settings.json"], "http") {
+		t.Errorf("settings hold a URL: %s", cm.Data["settings.json"])
+	}
+	s.courier.Stop()
+	again := startCourier(t, "--namespace="+ns, "--source-namespaces="+s.src, "--compat=replicator")
+	again.WaitLeader(t.Context())
+	b := s.target(t, "b", nil)
+	eventually(t, converge, "replica in "+b+" from the restarted courier", secretIn(b, "db", map[string][]byte{"k": []byte("1")}))
+	if now, err := admin().CoreV1().ConfigMaps(ns).Get(t.Context(), "courier-settings", metav1.GetOptions{}); err != nil || now.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("a restart with the same flags rewrote the settings (resourceVersion %s → %v, %v)", cm.ResourceVersion, now.GetResourceVersion(), err)
+	}
+
+	// A second installation: status without --namespace lists both and
+	// asks for one.
+	other := startCourier(t, "--source-namespaces="+s.src+",elsewhere")
+	other.WaitLeader(t.Context())
+	eventually(t, converge, "the second installation's settings", func(ctx context.Context) (bool, error) {
+		_, err := admin().CoreV1().ConfigMaps(other.namespace).Get(ctx, "courier-settings", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	cmd := exec.CommandContext(t.Context(), env.courier, "status", "--kubeconfig="+env.cluster.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), ns+" (") || !strings.Contains(string(out), other.namespace+" (") || !strings.Contains(string(out), "--namespace") {
+		t.Errorf("status with two installations: %v\n%s\nwant exit 2 listing %s and %s and asking for --namespace", err, out, ns, other.namespace)
+	}
+	if r := statusReport(t, "--namespace="+other.namespace); r.Installation == nil || r.Installation.SourceNamespaces != s.src+",elsewhere" {
+		t.Errorf("--namespace=%s: installation %+v", other.namespace, r.Installation)
+	}
+
+	// A courier-settings ConfigMap courier did not make is left alone.
+	foreign := newNamespace(t, "courier", nil)
+	createConfigMap(t, foreign, "courier-settings", nil, map[string]string{"mine": "x"})
+	before, err := admin().CoreV1().ConfigMaps(foreign).Get(t.Context(), "courier-settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := startCourier(t, "--namespace="+foreign, "--source-namespaces="+foreign)
+	blocked.WaitLeader(t.Context())
+	eventually(t, converge, "SettingsBlocked Event", eventWith(foreign, "courier-settings", "SettingsBlocked", "did not create it", "rename or delete it"))
+	if now, err := admin().CoreV1().ConfigMaps(foreign).Get(t.Context(), "courier-settings", metav1.GetOptions{}); err != nil || now.ResourceVersion != before.ResourceVersion {
+		t.Errorf("courier touched a courier-settings it did not create: %v, %v", now, err)
+	}
+	if !strings.Contains(blocked.Logs(), "courier status will not know this installation's flags") {
+		t.Errorf("no log line says the settings were not published")
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/courier-k8s/courier/internal/settings"
 )
 
 // WriteJSON writes r as indented JSON, for scripts.
@@ -19,6 +22,23 @@ func (r Report) WriteJSON(w io.Writer) error {
 // one of the custom kinds courier is given.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if i := r.Installation; i != nil {
+		fmt.Fprintf(tw, "Installation %s: %s, settings published %s: --source-namespaces=%s", i.Namespace, i.Version, i.Published.UTC().Format(time.RFC3339), i.SourceNamespaces)
+		for _, f := range [][2]string{{"exclude-namespaces", i.ExcludeNamespaces}, {"compat", i.Compat}, {"reload-resources", i.ReloadResources}} {
+			if f[1] != "" {
+				fmt.Fprintf(tw, " --%s=%s", f[0], f[1])
+			}
+		}
+		if i.ReloadAll {
+			fmt.Fprint(tw, " --reload-all")
+		}
+		if len(i.Overridden) > 0 {
+			fmt.Fprintf(tw, " (overridden here: %s)", strings.Join(i.Overridden, ", "))
+		}
+		fmt.Fprint(tw, "\n\n")
+	} else {
+		fmt.Fprintf(tw, "No courier installation published its settings (ConfigMap %s): reporting with the flags given here and their defaults.\n\n", settings.Name)
+	}
 	if len(r.CustomKinds) > 0 {
 		fmt.Fprintln(tw, "CUSTOM KIND	COURIER MAY WATCH	NOTE")
 		for _, k := range r.CustomKinds {

@@ -22,6 +22,7 @@ import (
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
+	"github.com/courier-k8s/courier/internal/settings"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -29,9 +30,19 @@ import (
 
 // Report is what `courier status` prints.
 type Report struct {
-	Sources []Source `json:"sources"`
+	// Installation is the running courier whose settings the report
+	// follows (nil when none published any: the flags and their defaults).
+	Installation *Installation `json:"installation,omitempty"`
+	Sources      []Source      `json:"sources"`
 	// CustomKinds are the kinds of --reload-resources (none without it).
 	CustomKinds []CustomKind `json:"customKinds,omitempty"`
+}
+
+// Installation is the settings a courier installation's leader published,
+// and the flags given to status that override them.
+type Installation struct {
+	settings.Installation
+	Overridden []string `json:"overridden,omitempty"`
 }
 
 // Source is one object carrying courier.dev/replicate-to.

@@ -60,4 +60,9 @@ const (
 	// given in --reload-resources cannot hold courier.dev/config-hash, so no
 	// rollout happened. Fix the field path.
 	ReasonHashNotStored = "HashNotStored"
+	// ReasonSettingsBlocked (Warning, on a ConfigMap named courier-settings
+	// in courier's namespace that courier did not create): courier leaves it
+	// alone, so `courier status` cannot read the installation's flags.
+	// Rename or delete it.
+	ReasonSettingsBlocked = "SettingsBlocked"
 )

@@ -66,6 +66,10 @@ const (
 	DigestKey = Prefix + "digest-key"
 	// DigestKeySecret is the name of that Secret.
 	DigestKeySecret = "courier-digest-key"
+	// Settings (label, on the settings ConfigMap): "true" marks the
+	// ConfigMap courier-settings in an installation's namespace, where its
+	// leader publishes the flags it runs with, for `courier status`.
+	Settings = Prefix + "settings"
 	// Installation (annotation, on a replica): the courier installation that
 	// made it: the namespace that installation runs in (--namespace).
 	Installation = Prefix + "installation"
