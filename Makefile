@@ -89,7 +89,8 @@ soak:
 docs:
 	$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . -update
 
-## lint: gofmt, go vet, staticcheck, docs/reference.md up to date
+## lint: gofmt, go vet, staticcheck; docs/reference.md up to date, and every link, make target, path and test the docs name exists
+DOCS_TESTS := ^(TestReferenceIsCurrent|TestDocsNameOnlyWhatExists)$$
 # The chart carries copies of the files manifests/ installs (Helm reads nothing
 # outside a chart); `make chart-files` refreshes them, lint fails when they differ.
 CHART_FILES := manifests/dashboards/courier.json manifests/guard-policy.yaml \
@@ -102,7 +103,7 @@ chart-files:
 lint:
 	@for f in $(CHART_FILES); do cmp -s $$f charts/courier/files/$$(basename $$f) || { echo "charts/courier/files/$$(basename $$f) differs from $$f: run make chart-files" >&2; exit 1; }; done
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-ed: $$unformatted" >&2; exit 1; }
-	@$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . >/dev/null || { $(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . >&2; exit 1; }
+	@$(GO) test -count=1 -run '$(DOCS_TESTS)' . >/dev/null || { $(GO) test -count=1 -run '$(DOCS_TESTS)' . >&2; exit 1; }
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
 	cd e2e/bench/scale && $(GO) vet ./...

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/doccheck"
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/reference"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -181,4 +182,27 @@ func descName(t *testing.T, d *prometheus.Desc) string {
 	}
 	name, _ := strconv.Unquote(m[1])
 	return name
+}
+
+// TestDocsNameOnlyWhatExists: every relative link in the project's Markdown
+// resolves, and every make target, repository path and test it names in
+// code exists (make lint runs it).
+func TestDocsNameOnlyWhatExists(t *testing.T) {
+	repo, err := doccheck.Load(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := doccheck.Docs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		problems, err := repo.Check(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Error(p)
+		}
+	}
 }
