@@ -254,7 +254,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	if err != nil {
 		return nil, err
 	}
-	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{})
+	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{Cluster: o.ClusterName})
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
 		ReloadAll:    o.ReloadAll,

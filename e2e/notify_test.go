@@ -133,3 +133,33 @@ func TestAnInvalidNotifyURLNeverPrintsItsToken(t *testing.T) {
 		}
 	}
 }
+
+// SPEC (--notify-url, --cluster-name): a gchat+ URL gets a Google Chat
+// incoming-webhook message, and with --cluster-name every notification, in
+// every format, names the cluster, so one channel can serve many clusters.
+func TestGoogleChatNotificationsNameTheCluster(t *testing.T) {
+	hooks := startWebhooks(t)
+	s := setupReplication(t, "--notify-url=gchat+"+hooks.url+"/gchat,"+hooks.url+"/hook", "--cluster-name=prod-eu")
+	ns := s.target(t, "notify", nil)
+	createSecret(t, ns, "db", withData("password", "first-value"))
+	createDeployment(t, ns, "web", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))
+	before := settled(t, ns, "web")
+
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("s3cr3t-v4lue") })
+	rolledOutOnce(t, ns, "web", before, "secret/db")
+	eventually(t, converge, "both webhooks received the rollout", func(context.Context) (bool, error) {
+		return len(hooks.received("/gchat")) == 1 && len(hooks.received("/hook")) == 1, nil
+	})
+	want := `{"text":"courier rolled out Deployment ` + ns + `/web in cluster prod-eu: secret/db changed"}`
+	if b := hooks.received("/gchat")[0]; b != want {
+		t.Errorf("Google Chat body %s, want %s", b, want)
+	}
+	var got struct{ Cluster, Name string }
+	if err := json.Unmarshal([]byte(hooks.received("/hook")[0]), &got); err != nil || got.Cluster != "prod-eu" || got.Name != "web" {
+		t.Errorf("JSON notification %s (%v): want cluster prod-eu", hooks.received("/hook")[0], err)
+	}
+	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{
+		`courier_notify_notifications_total{format="gchat",result="sent"}`: 1,
+		`courier_notify_notifications_total{format="json",result="sent"}`:  1,
+	})
+}

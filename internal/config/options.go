@@ -35,7 +35,9 @@ type Options struct {
 	// Compat names the other tools whose annotations courier also honours.
 	Compat source.Compat
 	// NotifyURLs receive a notification of each rollout.
-	NotifyURLs        notify.Targets
+	NotifyURLs notify.Targets
+	// ClusterName names the cluster in every notification.
+	ClusterName       string
 	ReloadDebounce    time.Duration
 	LeaderElect       bool
 	LeaseDuration     time.Duration
@@ -119,7 +121,8 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.StringVar(&f.excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector)")
-	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+ or teams+ for a Slack or Microsoft Teams incoming-webhook message")
+	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+, teams+ or gchat+ for a Slack, Microsoft Teams or Google Chat incoming-webhook message")
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "the cluster's name, given in every rollout notification (--notify-url), so one channel can serve many clusters")
 	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: docs/reload.md")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")

@@ -1,6 +1,7 @@
 // Package notify tells people that courier rolled a workload out: after each
 // rollout it POSTs a JSON document to every --notify-url, in courier's own
-// form or as a Slack or Microsoft Teams incoming-webhook message. Sending
+// form or as a Slack, Microsoft Teams or Google Chat incoming-webhook
+// message, naming the cluster when --cluster-name is set. Sending
 // never holds up the reloader: rollouts wait in a bounded buffer, each POST
 // has a timeout and a few retries, and a failure is counted and logged,
 // never fatal.
@@ -30,6 +31,7 @@ const (
 	FormatJSON  = "json"
 	FormatSlack = "slack"
 	FormatTeams = "teams"
+	FormatGChat = "gchat"
 )
 
 // Target is one --notify-url: where to POST and in which form.
@@ -49,7 +51,8 @@ func (t Target) String() string {
 }
 
 // Targets is the --notify-url flag: repeatable, each value a comma-separated
-// list of URLs, each plain (courier's JSON) or prefixed slack+ or teams+.
+// list of URLs, each plain (courier's JSON) or prefixed slack+, teams+ or
+// gchat+.
 type Targets []Target
 
 func (ts *Targets) String() string {
@@ -68,7 +71,7 @@ func (ts *Targets) Set(v string) error {
 			continue
 		}
 		t := Target{URL: raw, Format: FormatJSON}
-		for _, f := range []string{FormatSlack, FormatTeams} {
+		for _, f := range []string{FormatSlack, FormatTeams, FormatGChat} {
 			if rest, ok := strings.CutPrefix(raw, f+"+"); ok {
 				t = Target{URL: rest, Format: f}
 			}
@@ -76,7 +79,7 @@ func (ts *Targets) Set(v string) error {
 		u, err := url.Parse(t.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			// Not the URL itself: its path may hold a webhook's token.
-			return fmt.Errorf("%s: want an http(s) URL, optionally prefixed slack+ or teams+", t)
+			return fmt.Errorf("%s: want an http(s) URL, optionally prefixed slack+, teams+ or gchat+", t)
 		}
 		*ts = append(*ts, t)
 	}
@@ -84,8 +87,10 @@ func (ts *Targets) Set(v string) error {
 }
 
 // Rollout is what a notification says: which workload courier rolled out,
-// which inputs changed (names only, never values), and when.
+// in which cluster (--cluster-name; omitted when unset), which inputs
+// changed (names only, never values), and when.
 type Rollout struct {
+	Cluster   string    `json:"cluster,omitempty"`
 	Kind      string    `json:"kind"`
 	Namespace string    `json:"namespace"`
 	Name      string    `json:"name"`
@@ -94,13 +99,18 @@ type Rollout struct {
 }
 
 func (r Rollout) text() string {
-	return fmt.Sprintf("courier rolled out %s %s/%s: %s changed", r.Kind, r.Namespace, r.Name, strings.Join(r.Changed, ", "))
+	where := ""
+	if r.Cluster != "" {
+		where = " in cluster " + r.Cluster
+	}
+	return fmt.Sprintf("courier rolled out %s %s/%s%s: %s changed", r.Kind, r.Namespace, r.Name, where, strings.Join(r.Changed, ", "))
 }
 
 // body is what target t receives for r.
 func (t Target) body(r Rollout) ([]byte, error) {
 	switch t.Format {
-	case FormatSlack:
+	case FormatSlack, FormatGChat:
+		// Both take a plain-text message: {"text": …}.
 		return json.Marshal(map[string]string{"text": r.text()})
 	case FormatTeams:
 		return json.Marshal(map[string]string{
@@ -116,6 +126,8 @@ func (t Target) body(r Rollout) ([]byte, error) {
 
 // Options tune sending; the zero value takes the defaults.
 type Options struct {
+	// Cluster names the cluster in every notification (--cluster-name).
+	Cluster string
 	// Timeout bounds one POST (default 5s).
 	Timeout time.Duration
 	// Attempts per notification and target (default 3), Backoff before the
@@ -164,7 +176,7 @@ func New(targets Targets, reg prometheus.Registerer, logger *zap.Logger, o Optio
 		}},
 		feeds: make([]chan Rollout, len(targets)),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "notify", Name: "notifications_total",
-			Help: "Rollout notifications by target format (json, slack, teams) and result: sent, failed (after every retry) or dropped (the buffer was full); only with --notify-url."}, []string{"format", "result"}),
+			Help: "Rollout notifications by target format (json, slack, teams, gchat) and result: sent, failed (after every retry) or dropped (the buffer was full); only with --notify-url."}, []string{"format", "result"}),
 	}
 	reg.MustRegister(n.results)
 	var formats []string
@@ -182,6 +194,7 @@ func (n *Notifier) Notify(r Rollout) {
 	if n == nil {
 		return
 	}
+	r.Cluster = n.opts.Cluster
 	for i, t := range n.targets {
 		select {
 		case n.feeds[i] <- r:

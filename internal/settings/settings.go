@@ -46,6 +46,7 @@ type Settings struct {
 	ReloadQPS         float64  `json:"reloadQPS"`
 	ReloadBurst       int      `json:"reloadBurst"`
 	NotifyFormats     []string `json:"notifyFormats,omitempty"`
+	ClusterName       string   `json:"clusterName,omitempty"`
 	LeaderElect       bool     `json:"leaderElect"`
 	LeaseDuration     string   `json:"leaseDuration"`
 }
@@ -68,6 +69,7 @@ func Of(o config.Options, version string) Settings {
 		ReloadQPS:         o.ReloadQPS,
 		ReloadBurst:       o.ReloadBurst,
 		NotifyFormats:     formats,
+		ClusterName:       o.ClusterName,
 		LeaderElect:       o.LeaderElect,
 		LeaseDuration:     o.LeaseDuration.String(),
 	}

@@ -50,6 +50,9 @@ app.kubernetes.io/component: controller
 {{- range $c.notifyURLs }}
 - --notify-url={{ . }}
 {{- end }}
+{{- with $c.clusterName }}
+- --cluster-name={{ . }}
+{{- end }}
 {{- with $c.reloadDebounce }}
 - --reload-debounce={{ . }}
 {{- end }}
