@@ -242,6 +242,7 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
+		a[wellknown.ReloadMinInterval] == b[wellknown.ReloadMinInterval] && a[stakater.PausePeriod] == b[stakater.PausePeriod] &&
 		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(oldTemplate, newTemplate, stakater.Keys))) {
 		return
 	}

@@ -32,6 +32,7 @@ const (
 	skipFirstSight = "first_sight"
 	skipMissing    = "input_missing"
 	skipAppeared   = "input_appeared"
+	skipHeld       = "min_interval"
 )
 
 // digestLen is how many hex characters of each input's digest the baseline
@@ -381,6 +382,9 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			"%s=%q is neither \"true\" nor \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
 			wellknown.Reload, v, wellknown.ReloadOn, wellknown.Reload))
 	}
+	if _, _, err := minInterval(k.Kind, w.GetAnnotations(), c.opts.Compat); err != nil {
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, err.Error())
+	}
 	var named map[string]bool
 	if s, ok := a[wellknown.ReloadOn]; ok {
 		var perr error
@@ -530,6 +534,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case dropBaseline:
 		return c.patch(ctx, k, info, w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
+	if c.held(k, obj.(runtime.Object), w, d.changed, seen) {
+		return nil
+	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
@@ -555,6 +562,29 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonReloaded, "rolled out because "+reason+" changed")
 	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC().Truncate(time.Second)})
 	return nil
+}
+
+// held reports whether the rollout of k for changed must wait for its
+// minimum interval since the last one (courier.dev/reload-min-interval). It
+// then writes nothing, not even the baseline, so every change made until the
+// interval ends rolls out with it, once; k is queued again for that time.
+// The interval is measured from courier.dev/reloaded-at, on the workload, so
+// a restart or a new leader holds the same rollout just as long.
+func (c *Controller) held(k key, obj runtime.Object, w metav1.Object, changed []string, seen time.Time) bool {
+	interval, annotation, _ := minInterval(k.Kind, w.GetAnnotations(), c.opts.Compat) // an invalid one: observe said so
+	last := w.GetAnnotations()[wellknown.ReloadedAt]
+	now := c.opts.Clock.Now()
+	until := heldUntil(last, interval, now)
+	if until.IsZero() {
+		return false
+	}
+	c.metrics.skipped.WithLabelValues(skipHeld).Inc()
+	c.logger.Info("rollout held back by the minimum interval", zap.Stringer("workload", k), zap.Strings("changed", changed), zap.Time("until", until))
+	c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonReloadDelayed, fmt.Sprintf(
+		"%s changed within %s=%s of the last rollout (%s): it rolls out at %s, once, with every change made until then",
+		strings.Join(changed, ", "), annotation, interval, last, until.UTC().Format(time.RFC3339)))
+	c.queue.AddAfter(k, until.Sub(now), seen)
+	return true
 }
 
 // write patches the baseline, and with changed inputs, the rollout: into

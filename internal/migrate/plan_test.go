@@ -48,6 +48,7 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 		Workloads: []status.Workload{
 			deployment("team-1", "web", map[string]string{"reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart"}, envFrom("db", "ignored")),
 			deployment("team-1", "listed", map[string]string{"secret.reloader.stakater.com/reload": "d.*, unused"}, envFrom("db")),
+			deployment("team-1", "paused", map[string]string{"reloader.stakater.com/auto": "true", "deployment.reloader.stakater.com/pause-period": "5m"}, envFrom("db")),
 			deployment("team-1", "both", map[string]string{"reloader.stakater.com/auto": "true", "courier.dev/reload": "true"}, envFrom("db")),
 		},
 	}
@@ -69,6 +70,7 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 		"elsewhere/stray":          {"courier.dev/replicate-to": "x=y"},
 		"team-1/web":               {"courier.dev/reload-on": "secret/db"},
 		"team-1/listed":            {"courier.dev/reload-on": "secret/db"},
+		"team-1/paused":            {"courier.dev/reload": "true", "courier.dev/reload-min-interval": "5m"},
 	}
 	if diff := cmp.Diff(want, adds); diff != "" {
 		t.Errorf("adds (-want +got):\n%s", diff)

@@ -18,6 +18,10 @@ const (
 	Search = "reloader.stakater.com/search"
 	Match  = "reloader.stakater.com/match"
 	Ignore = "reloader.stakater.com/ignore"
+	// PausePeriod (on a Deployment): Reloader pauses the Deployment this
+	// long after a reload, so changes within it coalesce; courier holds
+	// the rollout itself for as long (courier.dev/reload-min-interval).
+	PausePeriod = "deployment.reloader.stakater.com/pause-period"
 )
 
 // stakaterPrefix is "secret" or "configmap": the first label of Reloader's

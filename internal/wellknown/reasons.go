@@ -53,6 +53,11 @@ const (
 	// ReasonReloaded (Normal, on a workload): courier rolled it out; the
 	// message names the input that changed.
 	ReasonReloaded = "Reloaded"
+	// ReasonReloadDelayed (Normal, on a workload): an input changed within
+	// its courier.dev/reload-min-interval (or Reloader's pause-period) of the
+	// last rollout; the message says when it rolls out, once, with every
+	// change made meanwhile.
+	ReasonReloadDelayed = "ReloadDelayed"
 	// ReasonInputMissing (Warning, on a workload): an input it consumes
 	// without optional: true does not exist; nothing is rolled out for it.
 	ReasonInputMissing = "InputMissing"

@@ -23,6 +23,10 @@ const (
 	// configmap/b": reload when these change (for a custom resource of a
 	// --reload-resources kind: what it consumes).
 	ReloadOn = Prefix + "reload-on"
+	// ReloadMinInterval (annotation, on a workload): a duration such as
+	// "10m": at most one rollout per interval; changes within it are kept and
+	// roll out once, at its end.
+	ReloadMinInterval = Prefix + "reload-min-interval"
 	// ReplicateKeys (annotation, on a source): "ca.crt, tls.crt": its
 	// replicas hold only these keys.
 	ReplicateKeys = Prefix + "replicate-keys"
