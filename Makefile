@@ -19,8 +19,8 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 UNIT_PKGS      = $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 # Built on demand; prints the directory of the control-plane binaries.
 CONTROLPLANE   = $$(e2e/tools/build.sh)
-# Built on demand (cold: about 10 minutes); prints the directory of Argo
-# Rollouts' and External Secrets Operator's binaries and CRDs.
+# Built on demand (make help gives how long, cold); prints the directory of
+# Argo Rollouts' and External Secrets Operator's binaries and CRDs.
 INTEGRATIONS   = $$(e2e/tools/build-integrations.sh)
 
 .PHONY: all help docs build image release test-compat test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
@@ -78,7 +78,7 @@ unit:
 e2e: prometheus
 	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
 
-## test-integrations: only the end-to-end tests with Argo Rollouts and External Secrets Operator (part of make e2e)
+## test-integrations: only the end-to-end tests with Argo Rollouts and External Secrets Operator (part of make e2e) [a few minutes; the first run on a machine builds both, about 9 min]
 test-integrations:
 	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" $(GO) test -p 1 -count=1 -timeout=30m -v -run 'TestArgoRollouts|TestExternalSecrets' ./e2e/
 

@@ -184,12 +184,8 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 			return err
 		}
 		logger.Info("informer caches synced")
-		lead := func(ctx context.Context) error {
-			if err := settings.Publish(ctx, client, settings.Of(o, version.Get().String()), recorder, logger); err != nil {
-				logger.Warn("courier status will not know this installation's flags", zap.Error(err))
-			}
-			return runControllers(ctx, d.controllers)
-		}
+		publisher := settings.Publisher{Client: client, Settings: settings.Of(o, version.Get().String()), Recorder: recorder, Logger: logger}
+		lead := func(ctx context.Context) error { return runControllers(ctx, append(d.controllers, publisher)) }
 		if !o.LeaderElect {
 			isLeader.Set(1) // this process leads, alone
 			return lead(ctx)

@@ -115,12 +115,12 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	if ns == "" {
 		ns = DefaultNamespace
 	}
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: the in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.Namespace, "namespace", ns, "courier's own namespace: its Lease lives here, and it is the default source namespace (default: $POD_NAMESPACE, else "+DefaultNamespace+")")
 	fs.StringVar(&f.sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
 	fs.StringVar(&f.excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
-	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector)")
+	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector); see docs/migrating.md")
 	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+, teams+ or gchat+ for a Slack, Microsoft Teams or Google Chat incoming-webhook message")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "the cluster's name, given in every rollout notification (--notify-url), so one channel can serve many clusters")
 	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: docs/reload.md")
@@ -132,10 +132,10 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "the longest a standby waits to take over from a leader that died (the Lease courier writes is shorter by 4.4 retry periods, client-go's polling and jitter)")
 	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 8*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
 	fs.DurationVar(&o.RetryPeriod, "retry-period", time.Second, "how often the leader renews the Lease and standbys check it")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 2000, "sustained requests per second to the Kubernetes API (client-side limit against a runaway loop; API Priority and Fairness paces courier on a loaded API server; one source change to N namespaces is N writes)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 2000, "sustained requests per second to the Kubernetes API (client-side limit against a runaway loop; API Priority and Fairness paces courier on a loaded API server; one source change to N namespaces is N writes; why 2000: docs/scale.md)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 4000, "burst of requests to the Kubernetes API above --kube-api-qps")
 	fs.IntVar(&o.ReplicatorWorkers, "replicator-workers", 64, "replicas written concurrently (across namespaces)")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error (logs are JSON on stderr)")
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve the Go profiler at /debug/pprof/ on --metrics-addr")
 	return f
 }

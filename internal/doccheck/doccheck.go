@@ -67,8 +67,9 @@ func skipDir(root, path string) bool {
 	return false
 }
 
-// Docs are the Markdown files of root that describe the project (docs/research
-// describes other projects, and is left out).
+// Docs are the Markdown files of root that describe the project as it is
+// (docs/research describes other projects, and CHANGELOG.md the project as
+// it was: both are left out).
 func Docs(root string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -78,7 +79,7 @@ func Docs(root string) ([]string, error) {
 		if d.IsDir() && (skipDir(root, path) || filepath.Base(path) == "research") {
 			return filepath.SkipDir
 		}
-		if strings.HasSuffix(path, ".md") {
+		if strings.HasSuffix(path, ".md") && filepath.Base(path) != "CHANGELOG.md" {
 			out = append(out, path)
 		}
 		return nil
@@ -88,11 +89,12 @@ func Docs(root string) ([]string, error) {
 }
 
 var (
-	link      = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	link      = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	refLink   = regexp.MustCompile(`^\[[^\]]+\]:\s+(\S+)`)
 	codeSpan  = regexp.MustCompile("`([^`]+)`")
-	makeCall  = regexp.MustCompile(`(?:^|[\s;&|(])make ([a-z][a-z0-9-]*)`)
+	makeCall  = regexp.MustCompile(`(?:^|[\s;&|(])make((?:\s+[A-Z_]+=\S*)*)\s+([a-z][a-z0-9-]*)`)
 	testName  = regexp.MustCompile(`\b((?:Test|Fuzz|Benchmark)[A-Z]\w*)`)
-	repoPath  = regexp.MustCompile(`(?:^|[\s=(])(?:\./)?((?:internal|e2e|replicator|reloader|guard|informers|manifests|charts|release|docs)/[\w./-]*[\w/])`)
+	repoPath  = regexp.MustCompile(`(?:^|[\s=("'])(?:\./|github\.com/courier-k8s/courier/)?((?:internal|e2e|replicator|reloader|guard|informers|manifests|charts|release|docs)/[\w./-]*[\w/])`)
 	heading   = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *#*$`)
 	slugStrip = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
 )
@@ -118,12 +120,17 @@ func (r *Repo) Check(path string) ([]string, error) {
 			continue
 		}
 		code := []string{line}
-		if !fenced {
+		if fenced {
+			// A shell comment is prose ("# make sure …").
+			if i := strings.Index(" "+line, " #"); i >= 0 {
+				code = []string{line[:max(i-1, 0)]}
+			}
+		} else {
 			code = nil
 			for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
 				code = append(code, m[1])
 			}
-			for _, m := range link.FindAllStringSubmatch(line, -1) {
+			for _, m := range append(link.FindAllStringSubmatch(line, -1), refLink.FindAllStringSubmatch(line, -1)...) {
 				if msg := r.checkLink(path, m[1]); msg != "" {
 					bad(n, "%s", msg)
 				}
@@ -131,8 +138,8 @@ func (r *Repo) Check(path string) ([]string, error) {
 		}
 		for _, c := range code {
 			for _, m := range makeCall.FindAllStringSubmatch(c, -1) {
-				if !r.Targets[m[1]] {
-					bad(n, "make %s: the Makefile has no such target", m[1])
+				if !r.Targets[m[2]] {
+					bad(n, "make %s: the Makefile has no such target", m[2])
 				}
 			}
 			for _, m := range testName.FindAllStringSubmatch(c, -1) {
@@ -176,6 +183,9 @@ func (r *Repo) checkLink(from, target string) string {
 	dest := from
 	if file != "" {
 		dest = filepath.Join(filepath.Dir(from), file)
+		if strings.HasPrefix(file, "/") { // from the repository's root, as GitHub reads it
+			dest = filepath.Join(r.Root, file)
+		}
 		if _, err := os.Stat(dest); err != nil {
 			return fmt.Sprintf("link %s: no such file", target)
 		}

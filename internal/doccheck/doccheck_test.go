@@ -44,7 +44,14 @@ func TestCheck(t *testing.T) {
 		{"all there", "Run `make test` or `make check`; [B](b.md), [helm](b.md#install-with-helm-1), [self](#top).\n\n# Top\n\n" +
 			"`go test -run TestSelectorParses ./internal/source` and `go test -fuzz=FuzzParseSelector ./internal/source/`\n" +
 			"```sh\nmake test && go test -run TestSelector ./internal/source\n```\nmake sure of it (prose, not code)\n", nil},
+		{"prose in a fenced comment, a root-relative link, a titled one, a reference-style one",
+			"```sh\n# make sure it works\nmake test   # and make everything\n```\n[s](/docs/b.md \"B\") [t](b.md \"title\")\n[ref]: b.md#install-with-helm\n", nil},
 		{"missing target", "`make bench`\n", []string{"docs/a.md:1: make bench: the Makefile has no such target"}},
+		{"missing target after a variable", "`make SOAK=1m soak`\n", []string{"docs/a.md:1: make soak: the Makefile has no such target"}},
+		{"missing reference-style link", "[ref]: nowhere.md\n", []string{"docs/a.md:1: link nowhere.md: no such file"}},
+		{"missing root-relative link", "[x](/docs/c.md)\n", []string{"docs/a.md:1: link /docs/c.md: no such file"}},
+		{"missing import path", "`import \"github.com/courier-k8s/courier/internal/nosuch\"`\n",
+			[]string{"docs/a.md:1: internal/nosuch: no such file or directory in the repository"}},
 		{"missing target in a block", "```\nmake lint\n```\n", []string{"docs/a.md:2: make lint: the Makefile has no such target"}},
 		{"missing file", "[x](c.md)\n", []string{"docs/a.md:1: link c.md: no such file"}},
 		{"missing anchor", "[x](b.md#install)\n", []string{"docs/a.md:1: link b.md#install: b.md has no heading with that anchor"}},

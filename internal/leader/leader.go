@@ -22,14 +22,14 @@ import (
 func Gauge(reg prometheus.Registerer) prometheus.Gauge {
 	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Subsystem: "leader", Name: "is_leader",
-		Help: "1 while this courier process holds the leader lease (always, with --leader-elect=false), else 0.",
+		Help: "1 while this courier process leads (holds the leader lease; with --leader-elect=false, once its caches synced), else 0.",
 	})
 	reg.MustRegister(isLeader)
 	return isLeader
 }
 
-// leaseName is the Lease in --namespace that courier processes elect on.
-const leaseName = "courier"
+// LeaseName is the Lease in --namespace that courier processes elect on.
+const LeaseName = "courier"
 
 // Run runs lead while this process holds the Lease, until ctx ends
 // (then the lease is released at once). A leader that cannot renew (the API
@@ -41,11 +41,11 @@ func Run(ctx context.Context, client kubernetes.Interface, o config.Options, isL
 	host, _ := os.Hostname()
 	id := host + "_" + rand.String(8)
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: leaseName},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: LeaseName},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	log := logger.Named("leader").With(zap.String("identity", id), zap.String("lease", o.Namespace+"/"+leaseName))
+	log := logger.Named("leader").With(zap.String("identity", id), zap.String("lease", o.Namespace+"/"+LeaseName))
 	for {
 		lost, err := leadOnce(ctx, lock, id, o, isLeader, log, lead)
 		if err != nil || !lost {

@@ -267,6 +267,9 @@ func reasonTable(consts []Const) (string, error) {
 	return b.String(), errors.Join(errs...)
 }
 
+// defaultIn is a usage ending in "(default: …)".
+var defaultIn = regexp.MustCompile(`^(.*?)\s*\(default: ([^()]*)\)$`)
+
 // flagTable lists every flag of fs, in the order --help prints them.
 func flagTable(fs *flag.FlagSet, envName func(string) string) (string, error) {
 	var b strings.Builder
@@ -277,11 +280,15 @@ func flagTable(fs *flag.FlagSet, envName func(string) string) (string, error) {
 			errs = append(errs, fmt.Errorf("flag --%s has no help text: give it one where it is defined (internal/config)", f.Name))
 			return
 		}
-		def := "`" + f.DefValue + "`"
-		if f.DefValue == "" || f.DefValue == "[]" {
+		def, usage := "`"+f.DefValue+"`", f.Usage
+		if m := defaultIn.FindStringSubmatch(usage); m != nil {
+			// A default the flag's value cannot hold ("--namespace"): the
+			// usage says it, and the table shows it in its column.
+			def, usage = m[2], m[1]
+		} else if f.DefValue == "" || f.DefValue == "[]" {
 			def = "none"
 		}
-		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", f.Name, envName(f.Name), def, cell(f.Usage))
+		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", f.Name, envName(f.Name), cell(def), cell(usage))
 	})
 	return b.String(), errors.Join(errs...)
 }

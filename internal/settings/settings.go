@@ -10,10 +10,12 @@ package settings
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/courier-k8s/courier/internal/config"
+	"github.com/courier-k8s/courier/internal/leader"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -75,6 +78,39 @@ func Of(o config.Options, version string) Settings {
 	}
 }
 
+// errBlocked: the name is taken by a ConfigMap courier did not create.
+var errBlocked = errors.New("settings not published")
+
+// Publisher publishes the settings once per leadership term: Run is one of
+// the controllers main runs while it leads.
+type Publisher struct {
+	Client   kubernetes.Interface
+	Settings Settings
+	Recorder record.EventRecorder
+	Logger   *zap.Logger
+}
+
+// Run publishes, retrying a failure with backoff (1 s doubling to 5 min)
+// until it succeeds, the name turns out taken, or the term ends. It never
+// fails the term: without the settings, courier status falls back to flags.
+func (p Publisher) Run(ctx context.Context) error {
+	for wait := time.Second; ; wait = min(2*wait, 5*time.Minute) {
+		err := Publish(ctx, p.Client, p.Settings, p.Recorder, p.Logger)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		p.Logger.Warn("courier status will not know this installation's flags until this succeeds", zap.Error(err))
+		if errors.Is(err, errBlocked) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
 // Publish writes s into courier-settings in s.Namespace unless it holds s
 // already. A ConfigMap of that name courier did not create is never
 // touched: Publish says so and returns an error, as it does when the write
@@ -95,8 +131,8 @@ func Publish(ctx context.Context, client kubernetes.Interface, s Settings, recor
 		}, Data: data}, opts)
 	case err != nil:
 	case have.Labels[wellknown.ManagedBy] != wellknown.ManagedByValue || have.Labels[wellknown.Settings] != "true":
-		err := fmt.Errorf("ConfigMap %s/%s exists and courier did not create it (labels %s=%s, %s=true missing), so courier leaves it alone and `courier status` cannot read this installation's settings: rename or delete it",
-			s.Namespace, Name, wellknown.ManagedBy, wellknown.ManagedByValue, wellknown.Settings)
+		err := fmt.Errorf("%w: ConfigMap %s/%s exists and courier did not create it (labels %s=%s, %s=true missing), so courier leaves it alone and `courier status` cannot read this installation's settings: rename or delete it",
+			errBlocked, s.Namespace, Name, wellknown.ManagedBy, wellknown.ManagedByValue, wellknown.Settings)
 		recorder.Event(have, corev1.EventTypeWarning, wellknown.ReasonSettingsBlocked, err.Error())
 		return err
 	case maps.Equal(have.Data, data):
@@ -113,38 +149,63 @@ func Publish(ctx context.Context, client kubernetes.Interface, s Settings, recor
 	return nil
 }
 
-// Installation is one running courier's settings, as published.
+// Installation is one courier installation's settings, as published.
 type Installation struct {
 	Settings
-	// Published is when the leader last wrote them.
+	// Published is when courier last wrote them.
 	Published metav1.Time `json:"published"`
+	// NotRunning says why no courier seems to run there ("" when one
+	// does, or when status may not tell): the settings may be stale.
+	NotRunning string `json:"notRunning,omitempty"`
 }
 
 // List reads every installation's settings in the cluster, by namespace;
-// with namespace set, only that one's (none if it published nothing).
-func List(ctx context.Context, client kubernetes.Interface, namespace string) ([]Installation, error) {
+// with namespace set, only that one's (none if it published nothing). A
+// ConfigMap it cannot read is left out and named in skipped.
+func List(ctx context.Context, client kubernetes.Interface, namespace string) (found []Installation, skipped []string, err error) {
 	list, err := client.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.Settings + "=true," + wellknown.ManagedBy + "=" + wellknown.ManagedByValue})
 	if err != nil {
-		return nil, fmt.Errorf("read courier's settings (ConfigMaps %s): %w", Name, err)
+		return nil, nil, fmt.Errorf("read courier's settings (ConfigMaps %s): %w", Name, err)
 	}
-	var out []Installation
 	for _, cm := range list.Items {
 		if cm.Name != Name {
 			continue
 		}
 		var s Settings
 		if err := json.Unmarshal([]byte(cm.Data[Key]), &s); err != nil {
-			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, Key, err)
+			skipped = append(skipped, fmt.Sprintf("ConfigMap %s/%s: %s: %v", cm.Namespace, cm.Name, Key, err))
+			continue
 		}
 		s.Namespace = cm.Namespace
 		t := cm.CreationTimestamp
 		for _, f := range cm.ManagedFields {
-			if f.Time != nil && f.Time.After(t.Time) {
+			if f.Manager == wellknown.FieldManager && f.Time != nil && f.Time.After(t.Time) {
 				t = *f.Time
 			}
 		}
-		out = append(out, Installation{Settings: s, Published: t})
+		found = append(found, Installation{Settings: s, Published: t})
 	}
-	slices.SortFunc(out, func(a, b Installation) int { return strings.Compare(a.Namespace, b.Namespace) })
-	return out, nil
+	slices.SortFunc(found, func(a, b Installation) int { return strings.Compare(a.Namespace, b.Namespace) })
+	return found, skipped, nil
+}
+
+// CheckRunning sets i.NotRunning when no courier seems to run in i's
+// namespace: with leader election, its Lease is gone or has not been renewed
+// for longer than its duration. A Lease status may not read, or an
+// installation without leader election, is taken as running.
+func CheckRunning(ctx context.Context, client kubernetes.Interface, i *Installation, now time.Time) {
+	if !i.LeaderElect {
+		return
+	}
+	l, err := client.CoordinationV1().Leases(i.Namespace).Get(ctx, leader.LeaseName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		i.NotRunning = "its Lease " + leader.LeaseName + " is gone"
+	case err != nil:
+	case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "":
+		i.NotRunning = "no process holds its Lease"
+	case l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil &&
+		now.Sub(l.Spec.RenewTime.Time) > 2*time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second:
+		i.NotRunning = "its Lease was last renewed " + now.Sub(l.Spec.RenewTime.Time).Round(time.Second).String() + " ago"
+	}
 }

@@ -8,6 +8,9 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-k8s/courier/internal/config"
 	"github.com/courier-k8s/courier/internal/settings"
@@ -22,91 +25,144 @@ import (
 // returns the exit code: 0, 1 when the cluster could not be read, 2 on bad
 // flags or when several installations leave it to --namespace to choose.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cmd := config.NewSubcommand("status", "Prints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nIt reports what the running courier does: it reads the settings its leader publishes (ConfigMap\n"+settings.Name+" in courier's namespace); a flag given here (or its COURIER_* variable) wins. With several\ninstallations, --namespace picks one.", stderr)
-	var excludeNS, sa, compat, resources string
-	cmd.Flags.StringVar(&resources, "reload-resources", "", "as courier's flag: the custom kinds it reloads (status says whether courier may watch each)")
-	cmd.Flags.StringVar(&sa, "service-account", "courier", "courier's ServiceAccount, in --namespace (for --reload-resources)")
-	cmd.Flags.StringVar(&excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
-	cmd.Flags.StringVar(&compat, "compat", "", "as courier's flag: the other tools whose annotations make sources ("+strings.Join(source.Tools, ", ")+")")
+	cmd := config.NewSubcommand("status", "Prints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nIt reports what the running courier does: it reads the settings its leader publishes (ConfigMap\n"+settings.Name+" in courier's namespace); a flag given here (or its COURIER_* variable) wins. With several\ninstallations running, --namespace picks one.", stderr)
+	var f flags
+	var resources workload.Resources
+	cmd.Flags.Var(&resources, "reload-resources", "as courier's flag: the custom kinds it reloads (status says whether courier may watch each)")
+	cmd.Flags.StringVar(&f.sa, "service-account", "courier", "courier's ServiceAccount, in --namespace (for --reload-resources)")
+	cmd.Flags.StringVar(&f.excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
+	cmd.Flags.StringVar(&f.compat, "compat", "", "as courier's flag: the other tools whose annotations make sources ("+strings.Join(source.Tools, ", ")+")")
 	code, ok := cmd.Parse(args, getenv, func() error {
-		_, err := options(cmd.Namespace, cmd.SourceNS, excludeNS, compat, resources)
+		f.namespace, f.sourceNS, f.resources = cmd.Namespace, cmd.SourceNS, resources.String()
+		_, err := f.options()
 		return err
 	})
 	if !ok {
 		return code
 	}
 	given := map[string]bool{}
-	cmd.Flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	cmd.Flags.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 
 	ctx := context.Background()
-	client, _, err := cmd.Clients()
+	client, meta, err := cmd.Clients()
 	if err != nil {
 		cmd.Fail(err)
 		return 1
 	}
-	scope := ""
-	if given["namespace"] {
-		scope = cmd.Namespace
-	}
-	found, err := settings.List(ctx, client, scope)
+	inst, code, err := installation(ctx, client, given, &f, stderr)
 	if err != nil {
 		cmd.Fail(err)
-		return 1
+		return code
 	}
-	var inst *Installation
-	switch {
-	case len(found) > 1:
-		var names []string
-		for _, i := range found {
-			names = append(names, fmt.Sprintf("%s (%s; --source-namespaces=%s)", i.Namespace, i.Version, i.SourceNamespaces))
-		}
-		cmd.Fail(fmt.Errorf("%d courier installations run here: %s; choose one with --namespace", len(found), strings.Join(names, ", ")))
-		return 2
-	case len(found) == 1:
-		inst = &Installation{Installation: found[0]}
-		cmd.Namespace = inst.Namespace // --namespace, if given, chose it
-		published := map[string]string{"source-namespaces": inst.SourceNamespaces,
-			"exclude-namespaces": inst.ExcludeNamespaces, "compat": inst.Compat, "reload-resources": inst.ReloadResources}
-		for name, v := range map[string]*string{"source-namespaces": &cmd.SourceNS,
-			"exclude-namespaces": &excludeNS, "compat": &compat, "reload-resources": &resources} {
-			if given[name] {
-				inst.Overridden = append(inst.Overridden, "--"+name)
-			} else {
-				*v = published[name]
-			}
-		}
-		slices.Sort(inst.Overridden)
-	}
-	o, err := options(cmd.Namespace, cmd.SourceNS, excludeNS, compat, resources)
-	if err != nil { // published settings this courier cannot read
-		cmd.Fail(err)
+	o, err := f.options()
+	if err != nil { // what an installation published, that this courier cannot read
+		cmd.Fail(fmt.Errorf("the settings published in %s/%s: %w", f.namespace, settings.Name, err))
 		return 1
 	}
 	if inst != nil { // say what the report follows, overrides included
 		inst.SourceNamespaces, inst.ExcludeNamespaces = o.SourceNamespaces.String(), o.ExcludeNamespaces.String()
 		inst.Compat, inst.ReloadResources = o.Compat.String(), o.resources.String()
 	}
-	if err := printStatus(ctx, cmd, o, inst, sa, stdout); err != nil {
+	c, err := Collect(ctx, client, meta, o.Compat)
+	if err != nil {
+		cmd.Fail(err)
+		return 1
+	}
+	r := Build(c, o.Options)
+	r.Installation = inst
+	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources)
+	if cmd.Output == "json" {
+		err = r.WriteJSON(stdout)
+	} else {
+		err = r.WriteTable(stdout)
+	}
+	if err != nil {
 		cmd.Fail(err)
 		return 1
 	}
 	return 0
 }
 
-// options are the report's Options from the flags' values, and the custom
-// kinds.
-func options(namespace, sourceNS, excludeNS, compat, resources string) (statusOptions, error) {
-	var o statusOptions
-	var errs []error
-	var err error
-	o.SourceNamespaces, o.ExcludeNamespaces, err = config.NamespaceGlobs(sourceNS, excludeNS, namespace)
-	errs = append(errs, err)
-	o.Installation = namespace
-	if compat != "" {
-		errs = append(errs, prefix("--compat", o.Compat.Set(compat)))
+// flags are the values of status's flags that decide the report.
+type flags struct {
+	namespace, sourceNS, excludeNS, compat, resources, sa string
+}
+
+// installation finds the installation the report follows, and sets the
+// flags not given from its settings: the one whose namespace --namespace
+// names, else the one running (several: an error listing them, code 2), else
+// the one there is (none: nil, and the flags stand alone). ConfigMaps it
+// cannot read are named on stderr.
+func installation(ctx context.Context, client kubernetes.Interface, given map[string]bool, f *flags, stderr io.Writer) (*Installation, int, error) {
+	scope := ""
+	if given["namespace"] {
+		scope = f.namespace
 	}
-	if resources != "" {
-		errs = append(errs, prefix("--reload-resources", o.resources.Set(resources)))
+	found, skipped, err := settings.List(ctx, client, scope)
+	if err != nil {
+		return nil, 1, err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "courier status: ignoring settings it cannot read: %s\n", s)
+	}
+	var running []settings.Installation
+	for i := range found {
+		settings.CheckRunning(ctx, client, &found[i], time.Now())
+		if found[i].NotRunning == "" {
+			running = append(running, found[i])
+		}
+	}
+	if len(running) > 0 {
+		found = running
+	}
+	switch {
+	case len(found) == 0:
+		return nil, 0, nil
+	case len(found) > 1:
+		var names []string
+		for _, i := range found {
+			names = append(names, fmt.Sprintf("%s (%s; --source-namespaces=%s)", i.Namespace, i.Version, i.SourceNamespaces))
+		}
+		return nil, 2, fmt.Errorf("%d courier installations run here: %s; choose one with --namespace", len(found), strings.Join(names, ", "))
+	}
+	inst := &Installation{Installation: found[0]}
+	f.namespace = inst.Namespace // --namespace, if given, chose it
+	for _, p := range []struct {
+		flag      string
+		value     *string
+		published string
+	}{
+		{"source-namespaces", &f.sourceNS, inst.SourceNamespaces}, {"exclude-namespaces", &f.excludeNS, inst.ExcludeNamespaces},
+		{"compat", &f.compat, inst.Compat}, {"reload-resources", &f.resources, inst.ReloadResources},
+	} {
+		if given[p.flag] {
+			inst.Overridden = append(inst.Overridden, "--"+p.flag)
+		} else {
+			*p.value = p.published
+		}
+	}
+	slices.Sort(inst.Overridden)
+	return inst, 0, nil
+}
+
+// statusOptions are Options and the custom kinds to check.
+type statusOptions struct {
+	Options
+	resources workload.Resources
+}
+
+// options are the report's Options from the flags' values.
+func (f flags) options() (statusOptions, error) {
+	var o statusOptions
+	var err error
+	o.SourceNamespaces, o.ExcludeNamespaces, err = config.NamespaceGlobs(f.sourceNS, f.excludeNS, f.namespace)
+	errs := []error{err}
+	o.Installation = f.namespace
+	if f.compat != "" {
+		errs = append(errs, prefix("--compat", o.Compat.Set(f.compat)))
+	}
+	if f.resources != "" {
+		errs = append(errs, prefix("--reload-resources", o.resources.Set(f.resources)))
 	}
 	return o, errors.Join(errs...)
 }
@@ -116,28 +172,4 @@ func prefix(flag string, err error) error {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
 	return nil
-}
-
-// statusOptions are Options and the custom kinds to check.
-type statusOptions struct {
-	Options
-	resources workload.Resources
-}
-
-func printStatus(ctx context.Context, cmd *config.Subcommand, o statusOptions, inst *Installation, sa string, w io.Writer) error {
-	client, meta, err := cmd.Clients()
-	if err != nil {
-		return err
-	}
-	c, err := Collect(ctx, client, meta, o.Compat)
-	if err != nil {
-		return err
-	}
-	r := Build(c, o.Options)
-	r.Installation = inst
-	r.CustomKinds = CheckKinds(ctx, client, o.Installation, sa, o.resources)
-	if cmd.Output == "json" {
-		return r.WriteJSON(w)
-	}
-	return r.WriteTable(w)
 }

@@ -35,6 +35,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		if len(i.Overridden) > 0 {
 			fmt.Fprintf(tw, " (overridden here: %s)", strings.Join(i.Overridden, ", "))
 		}
+		if i.NotRunning != "" {
+			fmt.Fprintf(tw, "\nNo courier seems to run there (%s): these settings may be stale.", i.NotRunning)
+		}
 		fmt.Fprint(tw, "\n\n")
 	} else {
 		fmt.Fprintf(tw, "No courier installation published its settings (ConfigMap %s): reporting with the flags given here and their defaults.\n\n", settings.Name)

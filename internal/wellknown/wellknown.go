@@ -95,7 +95,8 @@ const (
 	// courier.
 	ConfigInputs = Prefix + "config-inputs"
 
-	// ManagedBy (label, on a replica, a backup or the digest key Secret):
+	// ManagedBy (label, on a replica, a backup, the digest key Secret or the
+	// settings ConfigMap):
 	// "courier" (ManagedByValue) on every object courier creates.
 	ManagedBy      = "app.kubernetes.io/managed-by"
 	ManagedByValue = "courier"
