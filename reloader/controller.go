@@ -91,6 +91,10 @@ type Controller struct {
 	entries map[types.UID]cachedEntries // per-key digests of objects holding values, by UID
 	hints   map[string]hint             // the content inputs had before their latest change, by input key
 	swept   time.Time
+	// templates: for workloads whose inputs changed since their last sync,
+	// their pod template (workload.Object.TemplateSum) when the first of
+	// those changes was seen, by UID (see ownRollout).
+	templates map[types.UID]templateAt
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -120,6 +124,8 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		metrics: newMetrics(reg),
 		entries: map[types.UID]cachedEntries{},
 		hints:   map[string]hint{},
+
+		templates: map[types.UID]templateAt{},
 	}
 	for _, kind := range workload.Kinds {
 		i, ok := workloads[kind]
@@ -254,12 +260,15 @@ func (c *Controller) onWorkloadDelete(obj any) {
 	if k, ok := workloadKey(obj); ok {
 		c.queue.Take(k)
 	}
+	if m, err := meta.Accessor(obj); err == nil {
+		c.forgetTemplate(m.GetUID())
+	}
 }
 
 // inputHandler maps a Secret or ConfigMap event to its consumers, through
 // the ConsumersByInput index: only when content or courier.dev/reload changed.
 func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.ResourceEventHandler {
-	enqueueConsumers := func(obj any) {
+	enqueueConsumers := func(obj any, contentChanged bool) {
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return
@@ -272,6 +281,9 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 			for _, o := range objs {
 				w, _ := meta.Accessor(o)
+				if contentChanged {
+					c.rememberTemplate(o)
+				}
 				k := key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()}
 				c.changed(k)
 				for _, r := range c.referencing(k) {
@@ -281,7 +293,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueueConsumers,
+		AddFunc: func(obj any) { enqueueConsumers(obj, false) },
 		UpdateFunc: func(oldObj, newObj any) {
 			om, err1 := meta.Accessor(oldObj)
 			nm, err2 := meta.Accessor(newObj)
@@ -311,7 +323,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if optedInWithChange {
 				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), oldObj)
 			}
-			enqueueConsumers(newObj)
+			enqueueConsumers(newObj, contentChanged)
 			if reloadChanged {
 				// The consumers of its replicas opt in (or out) with it. The
 				// replicas in the cache still hold the content from before a
@@ -322,7 +334,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 						rm, _ := meta.Accessor(r)
 						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), r)
 					}
-					enqueueConsumers(r)
+					enqueueConsumers(r, false)
 				}
 			}
 		},
@@ -333,7 +345,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				delete(c.entries, m.GetUID())
 				c.mu.Unlock()
 			}
-			enqueueConsumers(obj)
+			enqueueConsumers(obj, false)
 		},
 	}
 }
@@ -418,4 +430,55 @@ func changed(a, b map[string]string, keys []string) bool {
 		}
 	}
 	return false
+}
+
+// templateAt is a workload's pod template when one of its inputs changed.
+type templateAt struct {
+	sum uint64
+	at  time.Time
+}
+
+// rememberTemplate records the pod template of workload obj, one of whose
+// inputs changed just now, unless an earlier change since its last sync is
+// recorded already. A record older than hintTTL is stale (on a standby,
+// nothing syncs) and is replaced; stale ones are swept.
+func (c *Controller) rememberTemplate(obj any) {
+	o, ok := obj.(*workload.Object)
+	if !ok || o.TemplateSum == 0 {
+		return
+	}
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.templates[o.UID]; ok && now.Sub(t.at) <= c.hintTTL() {
+		return
+	}
+	if len(c.templates) > 0 && now.Sub(c.swept) > c.hintTTL() {
+		c.swept = now
+		for uid, t := range c.templates {
+			if now.Sub(t.at) > c.hintTTL() {
+				delete(c.templates, uid)
+			}
+		}
+	}
+	c.templates[o.UID] = templateAt{sum: o.TemplateSum, at: now}
+}
+
+// templateBefore is the pod template workload uid had when the first input
+// change since its last sync was seen (false if none is recorded, or it is
+// stale).
+func (c *Controller) templateBefore(uid types.UID) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.templates[uid]
+	if !ok || c.opts.Clock.Since(t.at) > c.hintTTL() {
+		return 0, false
+	}
+	return t.sum, true
+}
+
+func (c *Controller) forgetTemplate(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.templates, uid)
 }

@@ -33,6 +33,7 @@ const (
 	skipMissing    = "input_missing"
 	skipAppeared   = "input_appeared"
 	skipHeld       = "min_interval"
+	skipOwnRollout = "template_changed"
 )
 
 // digestLen is how many hex characters of each input's digest the baseline
@@ -526,6 +527,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	if d.appeared {
 		c.metrics.skipped.WithLabelValues(skipAppeared).Inc()
 	}
+	if d.action != rollOut {
+		c.forgetTemplate(w.GetUID()) // the changes since the last sync are taken in
+	}
 	switch d.action {
 	case writeNothing:
 		return nil
@@ -533,6 +537,19 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return c.write(ctx, k, info, w, via, dg, d.baseline, nil)
 	case dropBaseline:
 		return c.patch(ctx, k, info, w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil}, "")
+	}
+	if c.ownRollout(w, tmplObj, via) {
+		// The owner changed the pod template after the inputs changed (a
+		// Helm upgrade or kubectl apply of both): its rollout starts pods
+		// that read the new content, so courier's would be a second one.
+		c.metrics.skipped.WithLabelValues(skipOwnRollout).Inc()
+		c.logger.Info("not rolled out: the pod template changed after its inputs did, so the workload's own rollout gives the new pods the new content",
+			zap.Stringer("workload", k), zap.Strings("changed", d.changed))
+		if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
+			return err
+		}
+		c.forgetTemplate(w.GetUID())
+		return nil
 	}
 	if c.held(k, obj.(runtime.Object), w, d.changed, seen) {
 		return nil
@@ -553,6 +570,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.queue.Remember(k, seen) // the retry still measures from the change
 		return err
 	}
+	c.forgetTemplate(w.GetUID())
 	c.metrics.reloads.WithLabelValues(k.Kind, "success").Inc()
 	if !seen.IsZero() {
 		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.opts.Clock.Since(seen).Seconds())
@@ -562,6 +580,23 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonReloaded, "rolled out because "+reason+" changed")
 	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC().Truncate(time.Second)})
 	return nil
+}
+
+// ownRollout reports whether workload w's pod template (in tmplObj) is no
+// longer what it was when the first of the input changes now to roll out
+// was seen: someone else changed it since, which rolls the workload out
+// with pods that read the new content. A template changed first, before the
+// inputs, is no such rollout: pods it started may hold the old content, so
+// courier rolls out. What courier has not seen change (a restart between
+// the changes) it rolls out too. A Rollout taking its template from a
+// Deployment (via) is left to the rule's default: courier rolls out.
+func (c *Controller) ownRollout(w metav1.Object, tmplObj any, via metav1.Object) bool {
+	o, ok := tmplObj.(*workload.Object)
+	if via != nil || !ok || o.TemplateSum == 0 {
+		return false
+	}
+	before, seen := c.templateBefore(w.GetUID())
+	return seen && before != o.TemplateSum
 }
 
 // held reports whether the rollout of k for changed must wait for its

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -150,6 +151,11 @@ type Object struct {
 	WorkloadRef string
 	// Hash is courier.dev/config-hash where the kind keeps it.
 	Hash string
+	// TemplateSum fingerprints the pod template as its owner wrote it:
+	// every field but courier.dev/config-hash, so it changes when someone
+	// else changes the template and never for courier's own rollouts (0
+	// without a template).
+	TemplateSum uint64
 	// Unreadable: courier could not read what it needs (ObjectOf says why);
 	// the object has no inputs, so it is never reloaded.
 	Unreadable bool
@@ -198,6 +204,23 @@ func Cached(obj any) (*Object, bool) {
 
 func (o *Object) setTemplate(t *corev1.PodTemplateSpec) {
 	o.TemplateAnnotations, o.Refs, o.Hash = t.Annotations, inputs.Of(&t.Spec), t.Annotations[wellknown.ConfigHash]
+	o.TemplateSum = templateSum(t)
+}
+
+// templateSum is TemplateSum of t.
+func templateSum(t *corev1.PodTemplateSpec) uint64 {
+	c := *t // shallow: t is only read
+	if _, ok := c.Annotations[wellknown.ConfigHash]; ok {
+		c.Annotations = maps.Clone(c.Annotations)
+		delete(c.Annotations, wellknown.ConfigHash)
+	}
+	b, err := c.Marshal() // deterministic: map keys sorted
+	if err != nil {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64() | 1 // never 0, which means no template
 }
 
 // metaOf is the metadata an Object keeps of m.

@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/courier-k8s/courier/internal/inputs"
@@ -133,5 +136,36 @@ func TestFieldPathsCourierMayNotWrite(t *testing.T) {
 	u.Object["spec"] = map[string]any{"containers": map[string]any{"annotations": map[string]any{wellknown.ConfigHash: "h"}}}
 	if o, err = ObjectOf(widget, u); err != nil || o.Hash != "h" || len(Inputs(o)) != 1 {
 		t.Errorf("a path through maps: %+v, %v", o, err)
+	}
+}
+
+// TemplateSum changes with the owner's edits of the pod template, never with
+// courier's config-hash.
+func TestTemplateSum(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"team": "a"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
+	}}}
+	sum := func(d *appsv1.Deployment) uint64 {
+		o, ok := Cached(d)
+		if !ok {
+			t.Fatal("not a workload")
+		}
+		return o.TemplateSum
+	}
+	base := sum(d)
+	hashed := d.DeepCopy()
+	hashed.Spec.Template.Annotations[wellknown.ConfigHash] = "abc"
+	scaled := d.DeepCopy()
+	scaled.Spec.Replicas = new(int32)
+	if base == 0 || sum(hashed) != base || sum(scaled) != base {
+		t.Errorf("courier's config-hash or a scale changed the sum: %x, %x, %x", base, sum(hashed), sum(scaled))
+	}
+	image := d.DeepCopy()
+	image.Spec.Template.Spec.Containers[0].Image = "app:2"
+	restarted := d.DeepCopy()
+	restarted.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = "now"
+	if sum(image) == base || sum(restarted) == base {
+		t.Errorf("the owner's edits left the sum as it was")
 	}
 }
