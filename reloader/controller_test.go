@@ -167,8 +167,23 @@ func TestSyncOptInBaselineAndRollout(t *testing.T) {
 		{"--reload-all", Options{ReloadAll: true}, deployment(nil, false, "db"), nil, true},
 		{"no opt-in", Options{}, deployment(nil, false, "db"), nil, false},
 		{"reload=false wins over --reload-all", Options{ReloadAll: true}, deployment(map[string]string{wellknown.Reload: "false"}, false, "db"), nil, false},
-		{"reload-on names another input", Options{}, deployment(map[string]string{wellknown.ReloadOn: "secret/other"}, false, "db"), nil, false},
 	}
+	// reload-on naming an object the template does not reference makes it an
+	// input (read whole): its baseline is written; the template's db, not
+	// named, rolls nothing out.
+	t.Run("reload-on names another input", func(t *testing.T) {
+		d := deployment(map[string]string{wellknown.ReloadOn: "secret/other"}, false, "db")
+		f := newFixture(t, Options{}, secret("db", "v1", nil), secret("other", "o1", nil), d)
+		f.baselined(t, d)
+		f.put(t, secret("db", "v2", nil))
+		if got := f.sync(t); len(got) != 0 {
+			t.Fatalf("db, not named, gave %v", got)
+		}
+		f.put(t, secret("other", "o2", nil))
+		if got := f.sync(t); len(got) != 1 || got[0]["rollout"] != "yes" || got[0][wellknown.ReloadedFor] != "secret/other" {
+			t.Fatalf("other, named: %v, want one rollout for secret/other", got)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, tt.opts, secret("db", "v1", tt.input), tt.deploy)

@@ -403,7 +403,11 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			badPatterns = append(badPatterns, bad...)
 		}
 		own := a[wellknown.Reload] == "true" || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
-		if !(own || verdict == stakater.Reload || (c.opts.ReloadAll && verdict != stakater.Blocked)) {
+		switch {
+		case ref.Named == wellknown.ReloadOn || (ref.Named != "" && verdict == stakater.Reload):
+			// Named although the template does not reference it: only
+			// the name (courier's, or Reloader's under --compat) opts in.
+		case ref.Named != "" || !(own || verdict == stakater.Reload || (c.opts.ReloadAll && verdict != stakater.Blocked)):
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional

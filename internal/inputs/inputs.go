@@ -22,6 +22,12 @@ type Ref struct {
 	Keys []string
 	// Optional is true only if every reference to the object is optional.
 	Optional bool
+	// Named is the annotation that makes the object an input although the
+	// pod template does not reference it (courier.dev/reload-on, or one of
+	// Reloader's reload lists): the workload reads it some other way (the
+	// API, a sidecar), so it is read whole, and its absence holds nothing
+	// up. "" for what the template references.
+	Named string
 }
 
 // ID is "secret/<name>" or "configmap/<name>", the form of courier.dev/reload-on.

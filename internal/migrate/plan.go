@@ -281,7 +281,9 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 			return obj
 		}
 	}
-	refs := inputs.Of(w.Spec)
+	// What the template consumes, and what Reloader's lists name besides
+	// (courier reloads for those too: read whole).
+	refs := workload.WithNamed(inputs.Of(w.Spec), a, tmpl.Annotations)
 	var reloaded []string
 	blocked := 0
 	for _, ref := range refs {
@@ -321,8 +323,6 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 		for _, it := range source.Items(stakater.Annotations(kind, a, tmpl.Annotations)[key]) {
 			if len(validation.IsDNS1123Subdomain(it)) > 0 {
 				obj.note(key, strconv.Quote(it)+" is a pattern: written out as the objects the workload consumes now")
-			} else if !consumes(refs, kind, it) {
-				obj.note(key, "names "+it+", which no container consumes: Reloader would roll the workload for it anyway, courier reloads consumers only")
 			}
 		}
 	}
@@ -342,13 +342,4 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 		obj.note(firstOf(f, stakater.Auto, stakater.Search), "opts the workload in for none of what it consumes now; nothing to add")
 	}
 	return obj
-}
-
-func consumes(refs []inputs.Ref, kind, name string) bool {
-	for _, r := range refs {
-		if r.Kind == kind && r.Name == name {
-			return true
-		}
-	}
-	return false
 }

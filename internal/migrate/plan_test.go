@@ -69,7 +69,7 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 		"platform/mirror-selected": {"courier.dev/replicate-to": "tier!=secret,env=prod"},
 		"elsewhere/stray":          {"courier.dev/replicate-to": "x=y"},
 		"team-1/web":               {"courier.dev/reload-on": "secret/db"},
-		"team-1/listed":            {"courier.dev/reload-on": "secret/db"},
+		"team-1/listed":            {"courier.dev/reload-on": "secret/db, secret/unused"}, // unused: named, not consumed: read whole
 		"team-1/paused":            {"courier.dev/reload": "true", "courier.dev/reload-min-interval": "5m"},
 	}
 	if diff := cmp.Diff(want, adds); diff != "" {
@@ -83,7 +83,6 @@ func TestPlanMapsWhatItCanAndSaysWhatItCannot(t *testing.T) {
 		{"team-1/ignored", "reloader.stakater.com/ignore", "no per-object opt-out"},
 		{"team-1/web", "reloader.stakater.com/rollout-strategy", "own strategy"},
 		{"team-1/listed", "secret.reloader.stakater.com/reload", "is a pattern"},
-		{"team-1/listed", "secret.reloader.stakater.com/reload", "no container consumes"},
 		{"team-1/both", "courier.dev/reload", "already carries"},
 	} {
 		found := false

@@ -89,7 +89,11 @@ func (r Report) WriteTable(w io.Writer) error {
 			if at == "" {
 				at, why = "never", "-"
 			}
-			fmt.Fprintf(tw, "%s %s/%s\t%s %s\t%s\t%s\t%s\n", c.Kind, c.Namespace, c.Name, s.Kind, c.Input, s.Ref(), at, why)
+			input := s.Kind + " " + c.Input
+			if c.NamedBy != "" {
+				input += " (named in " + c.NamedBy + ")"
+			}
+			fmt.Fprintf(tw, "%s %s/%s\t%s\t%s\t%s\t%s\n", c.Kind, c.Namespace, c.Name, input, s.Ref(), at, why)
 			n++
 		}
 	}

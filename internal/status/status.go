@@ -85,6 +85,9 @@ type Consumer struct {
 	Name      string `json:"name"`
 	// Input is the consumed object, in the workload's namespace.
 	Input string `json:"input"`
+	// NamedBy is the annotation that makes Input an input although the pod
+	// template does not reference it (read whole); "" when it does.
+	NamedBy string `json:"namedBy,omitempty"`
 	// ReloadedAt and ReloadedFor are courier's record of the last rollout
 	// ("" when courier never rolled it out).
 	ReloadedAt  string `json:"reloadedAt,omitempty"`
@@ -232,13 +235,17 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 		if ns != s.Namespace && !replicaNamespaces[ns] {
 			continue
 		}
-		for _, in := range inputs.Of(w.Spec) {
-			if in.Kind != s.Kind || in.Name != s.Name {
+		a := w.Meta.GetAnnotations()
+		var template map[string]string
+		if w.Template != nil {
+			template = w.Template.Annotations
+		}
+		for _, in := range workload.WithNamed(inputs.Of(w.Spec), a, template) {
+			if in.Kind != s.Kind || in.Name != s.Name || (in.Named != "" && in.Named != wellknown.ReloadOn && !o.Compat.Reloader) {
 				continue
 			}
-			a := w.Meta.GetAnnotations()
 			s.Consumers = append(s.Consumers, Consumer{
-				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + in.Name,
+				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + in.Name, NamedBy: in.Named,
 				ReloadedAt: a[wellknown.ReloadedAt], ReloadedFor: a[wellknown.ReloadedFor],
 			})
 			break

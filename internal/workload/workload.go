@@ -6,15 +6,20 @@ package workload
 
 import (
 	"context"
+	"slices"
+	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/stakater"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -80,12 +85,55 @@ func Inputs(obj any) []inputs.Ref {
 		case !o.Templated:
 			return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
 		}
-		return o.Refs
+		return WithNamed(o.Refs, o.Annotations, o.TemplateAnnotations)
 	}
 	if _, t := Of(obj); t != nil {
-		return inputs.Of(&t.Spec)
+		return WithNamed(inputs.Of(&t.Spec), obj.(metav1.Object).GetAnnotations(), t.Annotations)
 	}
 	return nil
+}
+
+// WithNamed is refs, what a pod template references, and the objects the
+// workload's annotations name that it does not reference: those of
+// courier.dev/reload-on, and the plain names (not patterns) in Reloader's
+// reload lists (honoured only under --compat=reloader: the reloader
+// decides). Each named one is read whole and optional (Ref.Named).
+func WithNamed(refs []inputs.Ref, annotations, template map[string]string) []inputs.Ref {
+	var named []inputs.Ref
+	have := func(kind, name string) bool {
+		for _, r := range refs {
+			if r.Kind == kind && r.Name == name {
+				return true
+			}
+		}
+		for _, r := range named {
+			if r.Kind == kind && r.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range inputs.RefsOf(annotations[wellknown.ReloadOn]) {
+		if !have(r.Kind, r.Name) {
+			r.Optional, r.Named = true, wellknown.ReloadOn
+			named = append(named, r)
+		}
+	}
+	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {
+		key := stakater.TypedReload(kind)
+		for _, name := range strings.Split(stakater.Annotations(kind, annotations, template)[key], ",") {
+			name = strings.TrimSpace(name)
+			if name != "" && len(validation.IsDNS1123Subdomain(name)) == 0 && !have(kind, name) {
+				named = append(named, inputs.Ref{Kind: kind, Name: name, Optional: true, Named: key})
+			}
+		}
+	}
+	if len(named) == 0 {
+		return refs
+	}
+	out := append(slices.Clone(refs), named...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
 }
 
 // RefOf is the Deployment a Rollout takes its pod template from
