@@ -254,6 +254,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
 		ReloadAll:    o.ReloadAll,
+		NotifyOnly:   o.ReloadMode == "notify",
 		Compat:       o.Compat.Reloader,
 		Debounce:     o.ReloadDebounce,
 		QPS:          float32(o.ReloadQPS),

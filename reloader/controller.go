@@ -40,6 +40,9 @@ type Options struct {
 	Namespace string
 	// ReloadAll reloads consumers of any change, without opt-in annotations.
 	ReloadAll bool
+	// NotifyOnly: no workload is rolled out; each rollout courier would
+	// make is an Event and a notification instead (--reload-mode=notify).
+	NotifyOnly bool
 	// Compat honours Stakater Reloader's annotations too (--compat=reloader).
 	Compat bool
 	// Debounce gathers the changes to one workload's inputs into one rollout.

@@ -36,6 +36,10 @@ const (
 	skipOwnRollout = "template_changed"
 )
 
+// resultNotified: in courier_reloader_reloads_total, a rollout told but not
+// made (notify only).
+const resultNotified = "notified"
+
 // digestLen is how many hex characters of each input's digest the baseline
 // keeps: 64 bits, ample to tell versions of one input apart, and small.
 const digestLen = 16
@@ -279,6 +283,7 @@ type observed struct {
 	// before courier kept their key digests holds for the same content.
 	legacy       baseline
 	templateHash string   // courier.dev/config-hash on the pod template now
+	notifyOnly   bool     // courier.dev/reload: notify: say what would roll out, roll nothing
 	digester     digester // what the digests in now were made with
 	// previous: inputs that changed since the workload was created, by the
 	// digest of what they held before (see hint), for those not in its
@@ -378,9 +383,10 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	if a[wellknown.Reload] == "false" {
 		return o
 	}
-	if v, ok := a[wellknown.Reload]; ok && v != "true" {
+	o.notifyOnly = a[wellknown.Reload] == wellknown.ReloadNotify
+	if v, ok := a[wellknown.Reload]; ok && v != "true" && v != wellknown.ReloadNotify {
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, fmt.Sprintf(
-			"%s=%q is neither \"true\" nor \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
+			"%s=%q is not \"true\", \"notify\" or \"false\", so it is ignored: this workload reloads only through %s or its inputs' %s",
 			wellknown.Reload, v, wellknown.ReloadOn, wellknown.Reload))
 	}
 	if _, _, err := minInterval(k.Kind, w.GetAnnotations(), c.opts.Compat); err != nil {
@@ -402,7 +408,7 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			verdict, bad = stakater.Decide(ref.Kind, ref.Name, a, tmplAnnotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
 			badPatterns = append(badPatterns, bad...)
 		}
-		own := a[wellknown.Reload] == "true" || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
+		own := a[wellknown.Reload] == "true" || o.notifyOnly || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
 		switch {
 		case ref.Named == wellknown.ReloadOn || (ref.Named != "" && verdict == stakater.Reload):
 			// Named although the template does not reference it: only
@@ -555,6 +561,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.forgetTemplate(w.GetUID())
 		return nil
 	}
+	if o.notifyOnly || c.opts.NotifyOnly {
+		return c.notifyOnly(ctx, k, info, obj.(runtime.Object), w, via, dg, d, o.notifyOnly)
+	}
 	if c.held(k, obj.(runtime.Object), w, d.changed, seen) {
 		return nil
 	}
@@ -601,6 +610,29 @@ func (c *Controller) ownRollout(w metav1.Object, tmplObj any, via metav1.Object)
 	}
 	before, seen := c.templateBefore(w.GetUID())
 	return seen && before != o.TemplateSum
+}
+
+// notifyOnly is a rollout not made: the workload (annotated, when
+// annotated; else --reload-mode=notify) only wants to know. The baseline
+// takes the change in, so each change is told once; an Event and a
+// notification say what would have rolled out and why. Nothing restarts.
+func (c *Controller) notifyOnly(ctx context.Context, k key, info kindInfo, obj runtime.Object, w, via metav1.Object, dg digester, d decision, annotated bool) error {
+	if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
+		return err
+	}
+	c.forgetTemplate(w.GetUID())
+	why := "--reload-mode=notify"
+	if annotated {
+		why = wellknown.Reload + "=" + wellknown.ReloadNotify
+	}
+	changed := strings.Join(d.changed, ", ")
+	c.metrics.reloads.WithLabelValues(k.Kind, resultNotified).Inc()
+	c.logger.Info("would roll out; notified only", zap.Stringer("workload", k), zap.String("changed", changed), zap.String("why", why))
+	c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonReloadNotified, fmt.Sprintf(
+		"would roll out because %s changed; not rolled out (%s): restart it yourself when ready", changed, why))
+	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed),
+		At: c.opts.Clock.Now().UTC().Truncate(time.Second), NotifyOnly: true})
+	return nil
 }
 
 // held reports whether the rollout of k for changed must wait for its

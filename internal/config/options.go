@@ -30,6 +30,9 @@ type Options struct {
 	ExcludeNamespaces globs.List
 	MetricsAddr       string
 	ReloadAll         bool
+	// ReloadMode is "rollout", or "notify": say what would roll out, roll
+	// nothing out.
+	ReloadMode string
 	// ReloadResources are the custom kinds the reloader also reloads.
 	ReloadResources workload.Resources
 	// Compat names the other tools whose annotations courier also honours.
@@ -124,6 +127,7 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+, teams+ or gchat+ for a Slack, Microsoft Teams or Google Chat incoming-webhook message")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "the cluster's name, given in every rollout notification (--notify-url), so one channel can serve many clusters")
 	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: docs/reload.md")
+	fs.StringVar(&o.ReloadMode, "reload-mode", "rollout", "rollout: roll out the workloads whose consumed content changed; notify: roll nothing out, and say in an Event (ReloadNotified) and a notification (--notify-url) what would have rolled out, as courier.dev/reload: notify does for one workload")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
 	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")
@@ -222,6 +226,9 @@ func (o Options) validate() error {
 		o.RenewDeadline > time.Duration(leaderelection.JitterFactor*float64(o.RetryPeriod)) && o.RetryPeriod > 0) {
 		errs = append(errs, fmt.Errorf("leader election needs --lease-duration − 4.4 × --retry-period (%s, rounded down to whole seconds) > --renew-deadline > 1.2 × --retry-period > 0",
 			o.ElectionLease()))
+	}
+	if o.ReloadMode != "rollout" && o.ReloadMode != "notify" {
+		errs = append(errs, fmt.Errorf("--reload-mode %q: want rollout or notify", o.ReloadMode))
 	}
 	switch o.LogLevel {
 	case "debug", "info", "warn", "error":

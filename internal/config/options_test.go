@@ -16,6 +16,7 @@ func TestParseOptions(t *testing.T) {
 		Namespace:         "courier-system",
 		SourceNamespaces:  globs.List{"courier-system"},
 		MetricsAddr:       ":8080",
+		ReloadMode:        "rollout",
 		ReloadDebounce:    2 * time.Second,
 		LeaderElect:       true,
 		LeaseDuration:     15 * time.Second,
@@ -74,6 +75,7 @@ func TestParseOptionsRejects(t *testing.T) {
 		{"bad glob", []string{"--source-namespaces=[x"}, nil},
 		{"bad env value", nil, map[string]string{"COURIER_RELOAD_ALL": "maybe"}},
 		{"bad log level", []string{"--log-level=loud"}, nil},
+		{"bad reload mode", []string{"--reload-mode=dry-run"}, nil},
 		{"lease shorter than renew", []string{"--lease-duration=5s"}, nil},
 		{"lease too short for the retry period", []string{"--lease-duration=12s"}, nil}, // 12 − 4.4 = 7.6 < 8
 		{"stray argument", []string{"extra"}, nil},

@@ -96,6 +96,9 @@ type Rollout struct {
 	Name      string    `json:"name"`
 	Changed   []string  `json:"changed"`
 	At        time.Time `json:"at"`
+	// NotifyOnly: courier would have rolled it out, but was asked only to
+	// tell (courier.dev/reload: notify, --reload-mode=notify).
+	NotifyOnly bool `json:"notifyOnly,omitempty"`
 }
 
 func (r Rollout) text() string {
@@ -103,7 +106,11 @@ func (r Rollout) text() string {
 	if r.Cluster != "" {
 		where = " in cluster " + r.Cluster
 	}
-	return fmt.Sprintf("courier rolled out %s %s/%s%s: %s changed", r.Kind, r.Namespace, r.Name, where, strings.Join(r.Changed, ", "))
+	did := "rolled out"
+	if r.NotifyOnly {
+		did = "would roll out (notify only, nothing restarted)"
+	}
+	return fmt.Sprintf("courier %s %s %s/%s%s: %s changed", did, r.Kind, r.Namespace, r.Name, where, strings.Join(r.Changed, ", "))
 }
 
 // body is what target t receives for r.
@@ -118,10 +125,14 @@ func (t Target) body(r Rollout) ([]byte, error) {
 			"summary": "courier rollout", "text": r.text(),
 		})
 	}
+	event := "rollout"
+	if r.NotifyOnly {
+		event = "would_roll_out"
+	}
 	return json.Marshal(struct {
 		Event string `json:"event"`
 		Rollout
-	}{"rollout", r})
+	}{event, r})
 }
 
 // Options tune sending; the zero value takes the defaults.

@@ -44,6 +44,7 @@ type Settings struct {
 	ExcludeNamespaces string   `json:"excludeNamespaces,omitempty"`
 	Compat            string   `json:"compat,omitempty"`
 	ReloadAll         bool     `json:"reloadAll"`
+	ReloadMode        string   `json:"reloadMode,omitempty"`
 	ReloadResources   string   `json:"reloadResources,omitempty"`
 	ReloadDebounce    string   `json:"reloadDebounce"`
 	ReloadQPS         float64  `json:"reloadQPS"`
@@ -67,6 +68,7 @@ func Of(o config.Options, version string) Settings {
 		ExcludeNamespaces: o.ExcludeNamespaces.String(),
 		Compat:            o.Compat.String(),
 		ReloadAll:         o.ReloadAll,
+		ReloadMode:        o.ReloadMode,
 		ReloadResources:   o.ReloadResources.String(),
 		ReloadDebounce:    o.ReloadDebounce.String(),
 		ReloadQPS:         o.ReloadQPS,

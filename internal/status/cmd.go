@@ -68,6 +68,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		cmd.Fail(err)
 		return 1
 	}
+	o.NotifyOnly = inst != nil && inst.ReloadMode == "notify"
 	r := Build(c, o.Options)
 	r.Installation = inst
 	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources)

@@ -93,7 +93,11 @@ func (r Report) WriteTable(w io.Writer) error {
 			if c.NamedBy != "" {
 				input += " (named in " + c.NamedBy + ")"
 			}
-			fmt.Fprintf(tw, "%s %s/%s\t%s\t%s\t%s\t%s\n", c.Kind, c.Namespace, c.Name, input, s.Ref(), at, why)
+			consumer := c.Kind + " " + c.Namespace + "/" + c.Name
+			if c.NotifyOnly {
+				consumer += " (notify only)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", consumer, input, s.Ref(), at, why)
 			n++
 		}
 	}

@@ -88,6 +88,9 @@ type Consumer struct {
 	// NamedBy is the annotation that makes Input an input although the pod
 	// template does not reference it (read whole); "" when it does.
 	NamedBy string `json:"namedBy,omitempty"`
+	// NotifyOnly: courier tells of its rollouts instead of making them
+	// (courier.dev/reload: notify, or the installation's --reload-mode).
+	NotifyOnly bool `json:"notifyOnly,omitempty"`
 	// ReloadedAt and ReloadedFor are courier's record of the last rollout
 	// ("" when courier never rolled it out).
 	ReloadedAt  string `json:"reloadedAt,omitempty"`
@@ -100,6 +103,8 @@ type Options struct {
 	Installation                        string
 	Compat                              source.Compat
 	SourceNamespaces, ExcludeNamespaces globs.List
+	// NotifyOnly: the installation runs with --reload-mode=notify.
+	NotifyOnly bool
 }
 
 // roleOf is what m is to the courier these Options describe (package
@@ -246,6 +251,7 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			}
 			s.Consumers = append(s.Consumers, Consumer{
 				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + in.Name, NamedBy: in.Named,
+				NotifyOnly: o.NotifyOnly || a[wellknown.Reload] == wellknown.ReloadNotify,
 				ReloadedAt: a[wellknown.ReloadedAt], ReloadedFor: a[wellknown.ReloadedFor],
 			})
 			break

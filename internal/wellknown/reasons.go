@@ -53,6 +53,11 @@ const (
 	// ReasonReloaded (Normal, on a workload): courier rolled it out; the
 	// message names the input that changed.
 	ReasonReloaded = "Reloaded"
+	// ReasonReloadNotified (Normal, on a workload): it would have rolled out
+	// (the message says for what), but it asks only to be told
+	// (courier.dev/reload: notify, or --reload-mode=notify); a notification
+	// went out too.
+	ReasonReloadNotified = "ReloadNotified"
 	// ReasonReloadDelayed (Normal, on a workload): an input changed within
 	// its courier.dev/reload-min-interval (or Reloader's pause-period) of the
 	// last rollout; the message says when it rolls out, once, with every

@@ -17,8 +17,11 @@ const (
 	// Protect (label, on a source): "true" asks the guard to protect it.
 	Protect = Prefix + "protect"
 	// Reload (annotation, on a source or a workload): "true" opts into
-	// reloads; on a workload, "false" opts out of every reload.
+	// reloads; on a workload, "false" opts out of every reload, and
+	// "notify" opts in to be told, not rolled out.
 	Reload = Prefix + "reload"
+	// ReloadNotify is Reload's value for notify only.
+	ReloadNotify = "notify"
 	// ReloadOn (annotation, on a workload or a custom resource): "secret/a,
 	// configmap/b": reload when these change (for a custom resource of a
 	// --reload-resources kind: what it consumes).

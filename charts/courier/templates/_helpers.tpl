@@ -44,6 +44,9 @@ app.kubernetes.io/component: controller
 {{- if $c.reloadAll }}
 - --reload-all
 {{- end }}
+{{- with $c.reloadMode }}
+- --reload-mode={{ . }}
+{{- end }}
 {{- with $c.compat }}
 - --compat={{ join "," . }}
 {{- end }}
