@@ -14,7 +14,9 @@ import (
 // interval; changes within it are not lost: they roll out once, at its end,
 // with the content of the last one. A ReloadDelayed Event says when.
 func TestMinimumIntervalSpacesRolloutsAndLosesNoChange(t *testing.T) {
-	const interval = 15 * time.Second
+	// Long enough for the checks below (each rolledOutOnce waits out a
+	// quiet period) to happen within it.
+	const interval = 40 * time.Second
 	s := setupReplication(t, "--compat=reloader", "--reload-debounce=200ms")
 	ns := s.target(t, "interval", nil)
 	createSecret(t, ns, "db", withData("password", "v1"))
@@ -31,16 +33,28 @@ func TestMinimumIntervalSpacesRolloutsAndLosesNoChange(t *testing.T) {
 	for _, name := range []string{"web", "legacy", "free"} {
 		rolledOutOnce(t, ns, name, 1, "secret/db")
 	}
+	first, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := time.Parse(time.RFC3339, first.Annotations["courier.dev/reloaded-at"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := last.Add(interval)
 	// Two more changes within the interval: the spaced ones hold, the free
 	// one rolls out for each.
 	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("v3") })
-	eventually(t, converge, "ReloadDelayed on web", eventWith(ns, "web", "ReloadDelayed", "secret/db changed within courier.dev/reload-min-interval=15s"))
-	eventually(t, converge, "ReloadDelayed on legacy", eventWith(ns, "legacy", "ReloadDelayed", "deployment.reloader.stakater.com/pause-period=15s"))
+	eventually(t, converge, "ReloadDelayed on web", eventWith(ns, "web", "ReloadDelayed", "secret/db changed within courier.dev/reload-min-interval="+interval.String()))
+	eventually(t, converge, "ReloadDelayed on legacy", eventWith(ns, "legacy", "ReloadDelayed", "deployment.reloader.stakater.com/pause-period="+interval.String()))
 	rolledOutOnce(t, ns, "free", 2, "secret/db")
 	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("v4") })
 	rolledOutOnce(t, ns, "free", 3, "secret/db")
 	for _, name := range []string{"web", "legacy"} {
 		noRollout(t, ns, name, 2)
+	}
+	if time.Now().After(end) {
+		t.Fatalf("the checks took longer than the interval (%s): nothing above was inside it", interval)
 	}
 
 	// At the interval's end, one rollout each, with the last content: the
@@ -54,6 +68,9 @@ func TestMinimumIntervalSpacesRolloutsAndLosesNoChange(t *testing.T) {
 			n, err := replicaSets(ctx, ns, name)
 			return n == 3, err
 		})
+		if early := end.Sub(time.Now()); early > time.Second {
+			t.Errorf("%s rolled out %s before the interval's end", name, early)
+		}
 		d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
