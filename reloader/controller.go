@@ -9,9 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -40,6 +42,11 @@ type Options struct {
 	Namespace string
 	// ReloadAll reloads consumers of any change, without opt-in annotations.
 	ReloadAll bool
+	// StormChanges and StormWindow are the circuit breaker per input: more
+	// than StormChanges content changes within StormWindow stop the input
+	// causing rollouts until it is quiet for StormWindow (0: no breaker).
+	StormChanges int
+	StormWindow  time.Duration
 	// NotifyOnly: no workload is rolled out; each rollout courier would
 	// make is an Event and a notification instead (--reload-mode=notify).
 	NotifyOnly bool
@@ -84,6 +91,7 @@ type Controller struct {
 	queue      *workers.Queue[key]
 	limiter    flowcontrol.RateLimiter
 	metrics    *reloaderMetrics
+	storms     *storms
 
 	kindsMu sync.RWMutex
 	kinds   map[string]kindInfo // by kind name: the built-in kinds, and the custom kinds served now
@@ -125,11 +133,13 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		limiter: flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
 		metrics: newMetrics(reg),
+		storms:  newStorms(o.StormChanges, o.StormWindow, o.Debounce, o.Clock.Now),
 		entries: map[types.UID]cachedEntries{},
 		hints:   map[string]hint{},
 
 		templates: map[types.UID]templateAt{},
 	}
+	reg.MustRegister(c.storms)
 	for _, kind := range workload.Kinds {
 		i, ok := workloads[kind]
 		if !ok {
@@ -315,6 +325,14 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}
+			if contentChanged && c.storms.changed(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), c.opts.Clock.Now()) {
+				msg := fmt.Sprintf("changed more than %d times within %s: its changes roll nothing out until it has not changed for %s; then its consumers roll out once, if what they consume differs from what they run (--reload-storm-changes, --reload-storm-window)",
+					c.opts.StormChanges, c.opts.StormWindow, c.opts.StormWindow)
+				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", informers.InputKey(kind, nm.GetNamespace(), nm.GetName())), zap.String("why", msg))
+				if o, ok := newObj.(runtime.Object); ok {
+					c.recorder.Event(o, corev1.EventTypeWarning, wellknown.ReasonReloadSuppressed, msg)
+				}
+			}
 			oa, na := om.GetAnnotations(), nm.GetAnnotations()
 			optedIn := na[wellknown.Reload] == "true" && oa[wellknown.Reload] != "true"
 			if c.opts.Compat {
@@ -347,6 +365,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				c.mu.Lock()
 				delete(c.entries, m.GetUID())
 				c.mu.Unlock()
+				c.storms.forget(informers.InputKey(kind, m.GetNamespace(), m.GetName()))
 			}
 			enqueueConsumers(obj, false)
 		},

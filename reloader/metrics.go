@@ -18,13 +18,13 @@ func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reloads_total",
 			Help: "Rollouts courier started, by workload kind and result (success, error; notified: told, not made, in notify-only mode)."}, []string{"kind", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "skipped_total",
-			Help: "Input changes seen that gave no rollout, by reason (first_sight, input_missing, input_appeared; min_interval: held back by courier.dev/reload-min-interval, to roll out at its end; template_changed: the workload's own rollout, started after the change, carries it)."}, []string{"reason"}),
+			Help: "Input changes seen that gave no rollout, by reason (first_sight, input_missing, input_appeared; min_interval: held back by courier.dev/reload-min-interval, to roll out at its end; template_changed: the workload's own rollout, started after the change, carries it; suppressed: the input changes too often, see courier_reloader_suppressed_inputs)."}, []string{"reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reload_latency_seconds",
 			Help:    "Time from seeing an input change to writing the rollout, --reload-debounce included.",
 			Buckets: []float64{.1, .25, .5, 1, 2, 2.5, 3, 5, 10, 30, 60, 120}}, []string{"kind"}),
 	}
 	reg.MustRegister(m.reloads, m.skipped, m.latency)
 	metrics.Zero(m.reloads, workload.Kinds, []string{"success", "error", resultNotified})
-	metrics.Zero(m.skipped, []string{skipFirstSight, skipMissing, skipAppeared, skipHeld, skipOwnRollout})
+	metrics.Zero(m.skipped, []string{skipFirstSight, skipMissing, skipAppeared, skipHeld, skipOwnRollout, skipSuppressed})
 	return m
 }

@@ -34,6 +34,7 @@ const (
 	skipAppeared   = "input_appeared"
 	skipHeld       = "min_interval"
 	skipOwnRollout = "template_changed"
+	skipSuppressed = "suppressed"
 )
 
 // resultNotified: in courier_reloader_reloads_total, a rollout told but not
@@ -561,6 +562,16 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.forgetTemplate(w.GetUID())
 		return nil
 	}
+	if until, ok := c.suppressed(k, d.changed); ok {
+		// Nothing is written: the baseline stays what the pods were given,
+		// so when the storm ends one rollout carries the last content.
+		c.metrics.skipped.WithLabelValues(skipSuppressed).Inc()
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonReloadSuppressed, fmt.Sprintf(
+			"%s changed, but changes too often to roll out for (--reload-storm-changes=%d within --reload-storm-window=%s): nothing rolls out until it is quiet, %s at the earliest; then one rollout, if what this workload consumes differs from what it runs",
+			strings.Join(d.changed, ", "), c.opts.StormChanges, c.opts.StormWindow, until.UTC().Format(time.RFC3339)))
+		c.queue.AddAfter(k, until.Sub(c.opts.Clock.Now())+100*time.Millisecond, seen)
+		return nil
+	}
 	if o.notifyOnly || c.opts.NotifyOnly {
 		return c.notifyOnly(ctx, k, info, obj.(runtime.Object), w, via, dg, d, o.notifyOnly)
 	}
@@ -610,6 +621,29 @@ func (c *Controller) ownRollout(w metav1.Object, tmplObj any, via metav1.Object)
 	}
 	before, seen := c.templateBefore(w.GetUID())
 	return seen && before != o.TemplateSum
+}
+
+// suppressed reports whether every input in changed (IDs, in k's
+// namespace) is in a storm (see storms), and when the last of them is quiet.
+func (c *Controller) suppressed(k key, changed []string) (time.Time, bool) {
+	now := c.opts.Clock.Now()
+	var until time.Time
+	for _, id := range changed {
+		kind, name, _ := strings.Cut(id, "/")
+		if kind == "secret" {
+			kind = wellknown.KindSecret
+		} else {
+			kind = wellknown.KindConfigMap
+		}
+		in, quiet := c.storms.suppressed(informers.InputKey(kind, k.Namespace, name), now)
+		if !in {
+			return time.Time{}, false // this one rolls out, and takes the others along
+		}
+		if quiet.After(until) {
+			until = quiet
+		}
+	}
+	return until, len(changed) > 0
 }
 
 // notifyOnly is a rollout not made: the workload (annotated, when

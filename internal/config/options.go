@@ -40,19 +40,23 @@ type Options struct {
 	// NotifyURLs receive a notification of each rollout.
 	NotifyURLs notify.Targets
 	// ClusterName names the cluster in every notification.
-	ClusterName       string
-	ReloadDebounce    time.Duration
-	LeaderElect       bool
-	LeaseDuration     time.Duration
-	RenewDeadline     time.Duration
-	RetryPeriod       time.Duration
-	KubeAPIQPS        float64
-	KubeAPIBurst      int
-	ReplicatorWorkers int
-	ReloadQPS         float64
-	ReloadBurst       int
-	LogLevel          string
-	Profiling         bool
+	ClusterName    string
+	ReloadDebounce time.Duration
+	// ReloadStormChanges and ReloadStormWindow: the circuit breaker per
+	// input (0 changes: none).
+	ReloadStormChanges int
+	ReloadStormWindow  time.Duration
+	LeaderElect        bool
+	LeaseDuration      time.Duration
+	RenewDeadline      time.Duration
+	RetryPeriod        time.Duration
+	KubeAPIQPS         float64
+	KubeAPIBurst       int
+	ReplicatorWorkers  int
+	ReloadQPS          float64
+	ReloadBurst        int
+	LogLevel           string
+	Profiling          bool
 }
 
 const DefaultNamespace = "courier-system"
@@ -130,6 +134,8 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.StringVar(&o.ReloadMode, "reload-mode", "rollout", "rollout: roll out the workloads whose consumed content changed; notify: roll nothing out, and say in an Event (ReloadNotified) and a notification (--notify-url) what would have rolled out, as courier.dev/reload: notify does for one workload")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
+	fs.IntVar(&o.ReloadStormChanges, "reload-storm-changes", 5, "circuit breaker per input: a Secret or ConfigMap whose content changes more than this many times within --reload-storm-window (changes within one --reload-debounce count once) causes no rollout until it has not changed for a window (then its consumers roll out once, if what they consume differs); 0 turns it off")
+	fs.DurationVar(&o.ReloadStormWindow, "reload-storm-window", 10*time.Minute, "the window of --reload-storm-changes, and how long a flapping input must stay quiet before it causes rollouts again")
 	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")
 	fs.IntVar(&o.ReloadBurst, "reload-burst", 100, "rollouts allowed at once above --reload-qps")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on a Lease in --namespace; only the leader writes")
@@ -212,6 +218,9 @@ func (o Options) validate() error {
 	}
 	if o.ReloadDebounce < 0 {
 		errs = append(errs, errors.New("--reload-debounce must not be negative"))
+	}
+	if o.ReloadStormChanges < 0 || (o.ReloadStormChanges > 0 && o.ReloadStormWindow <= 0) {
+		errs = append(errs, errors.New("--reload-storm-changes must not be negative, and with it --reload-storm-window must be positive"))
 	}
 	if o.ReloadQPS <= 0 || o.ReloadBurst < 1 {
 		errs = append(errs, errors.New("--reload-qps and --reload-burst must be positive"))

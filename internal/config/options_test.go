@@ -13,21 +13,23 @@ import (
 
 func TestParseOptions(t *testing.T) {
 	defaults := Options{
-		Namespace:         "courier-system",
-		SourceNamespaces:  globs.List{"courier-system"},
-		MetricsAddr:       ":8080",
-		ReloadMode:        "rollout",
-		ReloadDebounce:    2 * time.Second,
-		LeaderElect:       true,
-		LeaseDuration:     15 * time.Second,
-		RenewDeadline:     8 * time.Second,
-		RetryPeriod:       time.Second,
-		KubeAPIQPS:        2000,
-		KubeAPIBurst:      4000,
-		ReplicatorWorkers: 64,
-		ReloadQPS:         50,
-		ReloadBurst:       100,
-		LogLevel:          "info",
+		Namespace:          "courier-system",
+		SourceNamespaces:   globs.List{"courier-system"},
+		MetricsAddr:        ":8080",
+		ReloadMode:         "rollout",
+		ReloadStormChanges: 5,
+		ReloadStormWindow:  10 * time.Minute,
+		ReloadDebounce:     2 * time.Second,
+		LeaderElect:        true,
+		LeaseDuration:      15 * time.Second,
+		RenewDeadline:      8 * time.Second,
+		RetryPeriod:        time.Second,
+		KubeAPIQPS:         2000,
+		KubeAPIBurst:       4000,
+		ReplicatorWorkers:  64,
+		ReloadQPS:          50,
+		ReloadBurst:        100,
+		LogLevel:           "info",
 	}
 	with := func(f func(*Options)) Options { o := defaults; f(&o); return o }
 

@@ -47,6 +47,7 @@ type Settings struct {
 	ReloadMode        string   `json:"reloadMode,omitempty"`
 	ReloadResources   string   `json:"reloadResources,omitempty"`
 	ReloadDebounce    string   `json:"reloadDebounce"`
+	ReloadStorm       string   `json:"reloadStorm"`
 	ReloadQPS         float64  `json:"reloadQPS"`
 	ReloadBurst       int      `json:"reloadBurst"`
 	NotifyFormats     []string `json:"notifyFormats,omitempty"`
@@ -71,6 +72,7 @@ func Of(o config.Options, version string) Settings {
 		ReloadMode:        o.ReloadMode,
 		ReloadResources:   o.ReloadResources.String(),
 		ReloadDebounce:    o.ReloadDebounce.String(),
+		ReloadStorm:       fmt.Sprintf("more than %d changes in %s", o.ReloadStormChanges, o.ReloadStormWindow),
 		ReloadQPS:         o.ReloadQPS,
 		ReloadBurst:       o.ReloadBurst,
 		NotifyFormats:     formats,

@@ -58,6 +58,13 @@ const (
 	// (courier.dev/reload: notify, or --reload-mode=notify); a notification
 	// went out too.
 	ReasonReloadNotified = "ReloadNotified"
+	// ReasonReloadSuppressed (Warning, on a Secret or ConfigMap, and on each
+	// workload whose rollout it holds back): it changed more than
+	// --reload-storm-changes times within --reload-storm-window, so its
+	// changes roll nothing out until it is quiet for a window; then its
+	// consumers roll out once, if what they consume differs. Find what keeps
+	// changing it.
+	ReasonReloadSuppressed = "ReloadSuppressed"
 	// ReasonReloadDelayed (Normal, on a workload): an input changed within
 	// its courier.dev/reload-min-interval (or Reloader's pause-period) of the
 	// last rollout; the message says when it rolls out, once, with every

@@ -59,6 +59,12 @@ app.kubernetes.io/component: controller
 {{- with $c.reloadDebounce }}
 - --reload-debounce={{ . }}
 {{- end }}
+{{- if not (kindIs "invalid" $c.reloadStormChanges) }}
+- --reload-storm-changes={{ $c.reloadStormChanges | int64 }}
+{{- end }}
+{{- with $c.reloadStormWindow }}
+- --reload-storm-window={{ . }}
+{{- end }}
 {{- if not (kindIs "invalid" $c.reloadQPS) }}
 - --reload-qps={{ $c.reloadQPS }}
 {{- end }}
