@@ -68,7 +68,7 @@ func TestMinimumIntervalSpacesRolloutsAndLosesNoChange(t *testing.T) {
 			n, err := replicaSets(ctx, ns, name)
 			return n == 3, err
 		})
-		if early := end.Sub(time.Now()); early > time.Second {
+		if early := time.Until(end); early > time.Second {
 			t.Errorf("%s rolled out %s before the interval's end", name, early)
 		}
 		d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), name, metav1.GetOptions{})
