@@ -102,10 +102,12 @@ type Controller struct {
 	entries map[types.UID]cachedEntries // per-key digests of objects holding values, by UID
 	hints   map[string]hint             // the content inputs had before their latest change, by input key
 	swept   time.Time
-	// templates: for workloads whose inputs changed since their last sync,
-	// their pod template (workload.Object.TemplateSum) when the first of
-	// those changes was seen, by UID (see ownRollout).
-	templates map[types.UID]templateAt
+	// templates: for workloads whose inputs changed lately, their pod
+	// template (workload.Object.TemplateSum) when the last of those changes
+	// was seen, by UID (see ownRollout); swept as hints are, on their own
+	// clock.
+	templates      map[types.UID]templateAt
+	sweptTemplates time.Time
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -325,7 +327,8 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}
-			if contentChanged && c.storms.changed(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), c.opts.Clock.Now()) {
+			if contentChanged && c.consumed(informers.InputKey(kind, nm.GetNamespace(), nm.GetName())) &&
+				c.storms.changed(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), c.opts.Clock.Now()) && c.queue.Open() {
 				msg := fmt.Sprintf("changed more than %d times within %s: its changes roll nothing out until it has not changed for %s; then its consumers roll out once, if what they consume differs from what they run (--reload-storm-changes, --reload-storm-window)",
 					c.opts.StormChanges, c.opts.StormWindow, c.opts.StormWindow)
 				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", informers.InputKey(kind, nm.GetNamespace(), nm.GetName())), zap.String("why", msg))
@@ -454,6 +457,17 @@ func changed(a, b map[string]string, keys []string) bool {
 	return false
 }
 
+// consumed reports whether any workload consumes the input (an object no
+// workload reads never trips the circuit breaker: it rolls nothing out).
+func (c *Controller) consumed(inputKey string) bool {
+	for _, info := range c.kindList() {
+		if objs, err := info.indexer.ByIndex(informers.ConsumersByInput, inputKey); err == nil && len(objs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // templateAt is a workload's pod template when one of its inputs changed.
 type templateAt struct {
 	sum uint64
@@ -461,9 +475,10 @@ type templateAt struct {
 }
 
 // rememberTemplate records the pod template of workload obj, one of whose
-// inputs changed just now, unless an earlier change since its last sync is
-// recorded already. A record older than hintTTL is stale (on a standby,
-// nothing syncs) and is replaced; stale ones are swept.
+// inputs changed just now (the last change wins: a template changed between
+// two input changes is not after the last). A record older than hintTTL is
+// stale (on a standby, nothing syncs) and is never used; stale ones are
+// swept.
 func (c *Controller) rememberTemplate(obj any) {
 	o, ok := obj.(*workload.Object)
 	if !ok || o.TemplateSum == 0 {
@@ -472,11 +487,8 @@ func (c *Controller) rememberTemplate(obj any) {
 	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t, ok := c.templates[o.UID]; ok && now.Sub(t.at) <= c.hintTTL() {
-		return
-	}
-	if len(c.templates) > 0 && now.Sub(c.swept) > c.hintTTL() {
-		c.swept = now
+	if len(c.templates) > 0 && now.Sub(c.sweptTemplates) > c.hintTTL() {
+		c.sweptTemplates = now
 		for uid, t := range c.templates {
 			if now.Sub(t.at) > c.hintTTL() {
 				delete(c.templates, uid)
@@ -486,9 +498,8 @@ func (c *Controller) rememberTemplate(obj any) {
 	c.templates[o.UID] = templateAt{sum: o.TemplateSum, at: now}
 }
 
-// templateBefore is the pod template workload uid had when the first input
-// change since its last sync was seen (false if none is recorded, or it is
-// stale).
+// templateBefore is the pod template workload uid had when the last of its
+// inputs' changes was seen (false if none is recorded, or it is stale).
 func (c *Controller) templateBefore(uid types.UID) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -60,7 +60,7 @@ func TestDecide(t *testing.T) {
 			decision{action: rollOut, baseline: baseline{"secret/a": "k1"}, changed: []string{"secret/a"}}},
 		{"opting in with a change (one apply): that change rolls out", "", false,
 			with(obs(baseline{"secret/a": "2"}, consumes), func(o *observed) { o.previous = baseline{"secret/a": "1"} }),
-			decision{action: rollOut, baseline: baseline{"secret/a": "2"}, changed: []string{"secret/a"}, firstSight: true}},
+			decision{action: rollOut, baseline: baseline{"secret/a": "2"}, changed: []string{"secret/a"}, firstSight: true, before: baseline{"secret/a": "1"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

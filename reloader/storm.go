@@ -10,8 +10,9 @@ import (
 )
 
 // storms is the circuit breaker per input: an input whose content changed
-// more than Changes times within Window (changes within one debounce of each
-// other count once, as they give one rollout) stops causing rollouts until it has
+// more than Changes times within Window (a change within one debounce of
+// the last counted one counts with it, as they give one rollout) stops
+// causing rollouts until it has
 // not changed for a whole Window; then its consumers roll out once, if
 // what they consume differs from what they were given (their baseline was
 // left as it was). It keeps, per input that changed within the last window,
@@ -51,7 +52,7 @@ func (s *storms) changed(input string, now time.Time) (tripped bool) {
 	was, _ := storm(s.times[input], now, s.changes, s.window)
 	t := s.times[input]
 	if n := len(t); n > 0 && now.Sub(t[n-1]) < s.coalesce {
-		t = t[:n-1] // the same burst: one rollout, one change
+		return false // the same burst as the change at t[n-1]: one rollout, one change
 	}
 	t = append(t, now)
 	if len(t) > s.changes+1 {

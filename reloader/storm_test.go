@@ -46,6 +46,16 @@ func TestStormsTripAndResume(t *testing.T) {
 			t.Error("one burst tripped the breaker")
 		}
 	}
+	// A change every 0.9 s, just under the debounce, is no burst: counted
+	// from the burst's start, every other one counts, and it trips.
+	loop := newStorms(2, time.Minute, time.Second, func() time.Time { return t0 })
+	tripped := false
+	for i := range 10 {
+		tripped = loop.changed("Secret/app/loop", t0.Add(time.Duration(i)*900*time.Millisecond)) || tripped
+	}
+	if !tripped {
+		t.Error("a change every 0.9 s with a 1 s debounce never tripped the breaker")
+	}
 	var trips []int
 	for i := range 5 {
 		if s.changed("Secret/app/db", t0.Add(time.Duration(i)*10*time.Second)) {

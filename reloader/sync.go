@@ -269,6 +269,7 @@ type decision struct {
 	missing    []string // consumed inputs or keys that are gone, non-optional: InputMissing
 	appeared   bool     // inputs seen for the first time (never a rollout)
 	firstSight bool     // no baseline yet: this sync writes the first one
+	before     baseline // what the pods were given, as far as courier knows (rollOut)
 	unchanged  bool     // the pod template already holds this content's hash: no rollout needed
 }
 
@@ -359,6 +360,9 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 		d.action, d.unchanged = writeBaseline, true // e.g. after a rollout undo and the content set back
 	case len(changed) > 0:
 		d.action, d.changed = rollOut, changed
+		if !hasBaseline {
+			d.before = before // the hint: what a held rollout keeps as the baseline
+		}
 	case !hasBaseline || next.String() != before.String() || upgraded:
 		d.action = writeBaseline
 	}
@@ -569,14 +573,14 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonReloadSuppressed, fmt.Sprintf(
 			"%s changed, but changes too often to roll out for (--reload-storm-changes=%d within --reload-storm-window=%s): nothing rolls out until it is quiet, %s at the earliest; then one rollout, if what this workload consumes differs from what it runs",
 			strings.Join(d.changed, ", "), c.opts.StormChanges, c.opts.StormWindow, until.UTC().Format(time.RFC3339)))
-		c.queue.AddAfter(k, until.Sub(c.opts.Clock.Now())+100*time.Millisecond, seen)
-		return nil
+		c.queue.AddAfter(k, until.Sub(c.opts.Clock.Now())+100*time.Millisecond, time.Time{}) // its latency is not the reloader's
+		return c.keepPending(ctx, k, info, w, via, dg, d)
 	}
 	if o.notifyOnly || c.opts.NotifyOnly {
 		return c.notifyOnly(ctx, k, info, obj.(runtime.Object), w, via, dg, d, o.notifyOnly)
 	}
-	if c.held(k, obj.(runtime.Object), w, d.changed, seen) {
-		return nil
+	if c.held(k, obj.(runtime.Object), w, d.changed) {
+		return c.keepPending(ctx, k, info, w, via, dg, d)
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
@@ -675,7 +679,7 @@ func (c *Controller) notifyOnly(ctx context.Context, k key, info kindInfo, obj r
 // interval ends rolls out with it, once; k is queued again for that time.
 // The interval is measured from courier.dev/reloaded-at, on the workload, so
 // a restart or a new leader holds the same rollout just as long.
-func (c *Controller) held(k key, obj runtime.Object, w metav1.Object, changed []string, seen time.Time) bool {
+func (c *Controller) held(k key, obj runtime.Object, w metav1.Object, changed []string) bool {
 	interval, annotation, _ := minInterval(k.Kind, w.GetAnnotations(), c.opts.Compat) // an invalid one: observe said so
 	last := w.GetAnnotations()[wellknown.ReloadedAt]
 	now := c.opts.Clock.Now()
@@ -688,8 +692,19 @@ func (c *Controller) held(k key, obj runtime.Object, w metav1.Object, changed []
 	c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonReloadDelayed, fmt.Sprintf(
 		"%s changed within %s=%s of the last rollout (%s): it rolls out at %s, once, with every change made until then",
 		strings.Join(changed, ", "), annotation, interval, last, until.UTC().Format(time.RFC3339)))
-	c.queue.AddAfter(k, until.Sub(now), seen)
+	c.queue.AddAfter(k, until.Sub(now), time.Time{}) // its latency is not the reloader's
 	return true
+}
+
+// keepPending leaves a rollout that must wait (held, suppressed) pending:
+// nothing is written, so the baseline still says what the pods were given.
+// Only a workload without a baseline, whose rollout rests on the hint of what
+// its inputs held before (gone after hintTTL), gets that as its baseline now.
+func (c *Controller) keepPending(ctx context.Context, k key, info kindInfo, w, via metav1.Object, dg digester, d decision) error {
+	if !d.firstSight {
+		return nil
+	}
+	return c.write(ctx, k, info, w, via, dg, d.before, nil)
 }
 
 // write patches the baseline, and with changed inputs, the rollout: into

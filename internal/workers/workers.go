@@ -53,6 +53,9 @@ func (w *Queue[K]) AddAfter(k K, delay time.Duration, seen time.Time) {
 	w.q.AddAfter(k, delay)
 }
 
+// Open reports whether the queue takes keys: this process leads.
+func (w *Queue[K]) Open() bool { return w.open.Load() }
+
 // Take ends k's wait and returns when its change was first seen.
 func (w *Queue[K]) Take(k K) (time.Time, bool) { return w.pending.Take(k) }
 

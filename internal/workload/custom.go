@@ -209,7 +209,10 @@ func (o *Object) setTemplate(t *corev1.PodTemplateSpec) {
 
 // templateSum is TemplateSum of t.
 func templateSum(t *corev1.PodTemplateSpec) uint64 {
-	c := *t // shallow: t is only read
+	// A shallow copy: only its annotations are replaced. (Marshal may cache
+	// a Quantity's string form in t; t is the transform's own, fresh from
+	// the decoder.)
+	c := *t
 	if _, ok := c.Annotations[wellknown.ConfigHash]; ok {
 		c.Annotations = maps.Clone(c.Annotations)
 		delete(c.Annotations, wellknown.ConfigHash)
