@@ -31,7 +31,9 @@ func TestInputThenTemplateChangeRollsOutOnce(t *testing.T) {
 	s := setupReplication(t)
 	ns := s.target(t, "together", nil)
 	createSecret(t, ns, "db", withData("password", "v1"))
-	createDeployment(t, ns, "web", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))
+	createSecret(t, ns, "cfg", withData("level", "quiet-7f3a"))
+	createDeployment(t, ns, "web", map[string]string{keyReload: "true"},
+		podSpec([]corev1.EnvVar{keyRef("secret", "db", "password"), keyRef("secret", "cfg", "level")}, nil, nil))
 	settled(t, ns, "web")
 
 	// Helm's order: the Secret, then the Deployment (courier sees the
@@ -66,6 +68,20 @@ func TestInputThenTemplateChangeRollsOutOnce(t *testing.T) {
 	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("v4") })
 	rolledOutOnce(t, ns, "web", 4, "secret/db")
 	noRollout(t, ns, "web", 5)
+
+	// An input, the template, then another input, all within the debounce:
+	// the template's rollout may have started pods before the second
+	// change, so courier rolls out for it.
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("v5") })
+	time.Sleep(300 * time.Millisecond)
+	editTemplate(t, ns, "web", "4")
+	time.Sleep(300 * time.Millisecond)
+	updateSecret(t, ns, "cfg", func(x *corev1.Secret) { x.Data["level"] = []byte("loud-9c1e") })
+	eventually(t, converge, "the template's rollout and courier's", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, ns, "web")
+		return n == 7, err
+	})
+	noRollout(t, ns, "web", 7)
 	if v, _ := s.courier.MetricValue(t.Context(), `courier_reloader_skipped_total{reason="template_changed"}`); v != 1 {
 		t.Errorf(`courier_reloader_skipped_total{reason="template_changed"} = %v, want 1`, v)
 	}
