@@ -184,6 +184,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 			return err
 		}
 		logger.Info("informer caches synced")
+		reg.MustRegister(isLeader)
 		publisher := settings.Publisher{Client: client, Settings: settings.Of(o, version.Get().String()), Recorder: recorder, Logger: logger}
 		lead := func(ctx context.Context) error { return runControllers(ctx, append(d.controllers, publisher)) }
 		if !o.LeaderElect {
@@ -210,7 +211,7 @@ type daemon struct {
 	inf         *informers.Set
 	controllers []controller
 	notifier    *notify.Notifier
-	isLeader    prometheus.Gauge
+	isLeader    prometheus.Gauge // registered by run once the caches synced
 }
 
 // build wires the informers and the controllers, registering every metric
@@ -275,5 +276,5 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	if inf.Custom != nil {
 		inf.Custom.OnKind(rel.AddKind)
 	}
-	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.Gauge(reg)}, nil
+	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.NewGauge()}, nil
 }

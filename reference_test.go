@@ -68,9 +68,11 @@ func registered(t *testing.T) []reference.Metric {
 	rec := &recording{Registerer: reg}
 	metrics.RegisterClientGo(rec)
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
-	if _, err := build(o, fake.NewClientset(), dyn, record.NewFakeRecorder(1), rec, zap.NewNop()); err != nil {
+	d, err := build(o, fake.NewClientset(), dyn, record.NewFakeRecorder(1), rec, zap.NewNop())
+	if err != nil {
 		t.Fatal(err)
 	}
+	rec.MustRegister(d.isLeader) // run registers it once the caches synced
 	var out []reference.Metric
 	for _, c := range rec.collectors {
 		out = append(out, describe(t, c)...)

@@ -18,14 +18,14 @@ import (
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
-// Gauge registers courier_leader_is_leader in reg, for Run to set.
-func Gauge(reg prometheus.Registerer) prometheus.Gauge {
-	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{
+// NewGauge is courier_leader_is_leader, for Run to set. main registers it
+// once the caches synced, so a process still syncing reports no leadership
+// either way (and CourierNoLeader does not count it).
+func NewGauge() prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Subsystem: "leader", Name: "is_leader",
-		Help: "1 while this courier process leads (holds the leader lease; with --leader-elect=false, once its caches synced), else 0.",
+		Help: "Present once this process's caches synced: 1 while it leads (holds the leader lease, or runs with --leader-elect=false), else 0.",
 	})
-	reg.MustRegister(isLeader)
-	return isLeader
 }
 
 // LeaseName is the Lease in --namespace that courier processes elect on.
