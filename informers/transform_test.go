@@ -201,6 +201,7 @@ func TestTransformCachesWorkloadsAsObjects(t *testing.T) {
 		workload.CronJob: &batchv1.CronJob{ObjectMeta: m, Spec: batchv1.CronJobSpec{Schedule: "@daily",
 			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: template}}}},
 	}
+	sums := map[uint64][]string{}
 	for kind, obj := range objects {
 		group := "apps/v1"
 		if kind == workload.CronJob {
@@ -216,8 +217,13 @@ func TestTransformCachesWorkloadsAsObjects(t *testing.T) {
 			Hash:                "abc",
 		}
 		out := transform(t, obj)
-		if diff := cmp.Diff(want, out); diff != "" {
-			t.Errorf("%s cached as (-want +got):\n%s", kind, diff)
+		// The same template gives the same fingerprint in every kind.
+		want.TemplateSum = out.(*workload.Object).TemplateSum
+		if diff := cmp.Diff(want, out); diff != "" || want.TemplateSum == 0 {
+			t.Errorf("%s cached as (-want +got):\n%s (TemplateSum %x)", kind, diff, want.TemplateSum)
+		}
+		if sums[want.TemplateSum] = append(sums[want.TemplateSum], kind); len(sums) != 1 {
+			t.Errorf("one template, several fingerprints: %v", sums)
 		}
 		if got := workload.KindOf(out); got != kind {
 			t.Errorf("KindOf(cached %s) = %q", kind, got)
