@@ -174,6 +174,7 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 		objs := helmTemplate(t,
 			"--set=config.sourceNamespaces={platform,team-*},config.excludeNamespaces={kube-*}",
 			"--set=config.reloadAll=true,config.reloadDebounce=5s,config.reloadQPS=2.5,config.reloadBurst=10",
+			"--set=config.reloadMode=notify,config.clusterName=prod-eu,config.reloadStormChanges=0,config.reloadStormWindow=1m",
 			"--set=config.leaderElect=false,config.leaseDuration=20s,config.renewDeadline=10s,config.retryPeriod=2s",
 			"--set=config.kubeAPIQPS=100,config.kubeAPIBurst=200,config.replicatorWorkers=8,config.logLevel=debug,config.profiling=true",
 			"--set=image.digest=sha256:"+strings.Repeat("ab", 32)+",goMemLimit=",
@@ -188,8 +189,8 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 		for _, a := range c["args"].([]any) {
 			args = append(args, a.(string))
 		}
-		want := []string{"--source-namespaces=platform,team-*", "--exclude-namespaces=kube-*", "--reload-all", "--reload-debounce=5s",
-			"--reload-qps=2.5", "--reload-burst=10", "--leader-elect=false", "--lease-duration=20s", "--renew-deadline=10s",
+		want := []string{"--source-namespaces=platform,team-*", "--exclude-namespaces=kube-*", "--reload-all", "--reload-mode=notify",
+			"--cluster-name=prod-eu", "--reload-debounce=5s", "--reload-storm-changes=0", "--reload-storm-window=1m", "--reload-qps=2.5", "--reload-burst=10", "--leader-elect=false", "--lease-duration=20s", "--renew-deadline=10s",
 			"--retry-period=2s", "--kube-api-qps=100", "--kube-api-burst=200", "--replicator-workers=8", "--log-level=debug", "--profiling"}
 		if diff := cmp.Diff(want, args); diff != "" {
 			t.Errorf("args (-want +got):\n%s", diff)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +40,9 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 			o := Object{Kind: kind, Meta: m}
 			if role.Of(m, "", role.Config{Compat: compat}).Pushes {
 				h, err := sourceHash(ctx, client, kind, m.Namespace, m.Name)
+				if apierrors.IsNotFound(err) {
+					return nil // deleted since the list: it is no source any more
+				}
 				if err != nil {
 					return err
 				}
