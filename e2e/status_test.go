@@ -34,17 +34,12 @@ func courierStatus(t *testing.T, args ...string) string {
 // source named name in s's source namespace.
 func statusOf(t *testing.T, s replicationSetup, name string) *status.Source {
 	t.Helper()
-	var r status.Report
-	if err := json.Unmarshal([]byte(courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "-o", "json")), &r); err != nil {
-		t.Fatal(err)
+	r := statusReport(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	src := sourceIn(r, s.src+"/"+name)
+	if src == nil {
+		t.Fatalf("source %s/%s missing from %+v", s.src, name, r)
 	}
-	for i := range r.Sources {
-		if r.Sources[i].Ref() == s.src+"/"+name {
-			return &r.Sources[i]
-		}
-	}
-	t.Fatalf("source %s/%s missing from %+v", s.src, name, r)
-	return nil
+	return src
 }
 
 // TestStatusReportsEverySourceAndItsConsumers builds a cluster with a

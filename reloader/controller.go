@@ -327,11 +327,11 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if !contentChanged && !reloadChanged {
 				return // metadata-only writes and resyncs never reload
 			}
-			if contentChanged && c.consumed(informers.InputKey(kind, nm.GetNamespace(), nm.GetName())) &&
-				c.storms.changed(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), c.opts.Clock.Now()) && c.queue.Open() {
+			ik := informers.InputKey(kind, nm.GetNamespace(), nm.GetName())
+			if contentChanged && c.consumed(ik) && c.storms.changed(ik, c.opts.Clock.Now()) && c.queue.Open() {
 				msg := fmt.Sprintf("changed more than %d times within %s: its changes roll nothing out until it has not changed for %s; then its consumers roll out once, if what they consume differs from what they run (--reload-storm-changes, --reload-storm-window)",
 					c.opts.StormChanges, c.opts.StormWindow, c.opts.StormWindow)
-				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", informers.InputKey(kind, nm.GetNamespace(), nm.GetName())), zap.String("why", msg))
+				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", ik), zap.String("why", msg))
 				if o, ok := newObj.(runtime.Object); ok {
 					c.recorder.Event(o, corev1.EventTypeWarning, wellknown.ReasonReloadSuppressed, msg)
 				}
@@ -345,7 +345,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 			optedInWithChange := contentChanged && optedIn
 			if optedInWithChange {
-				c.remember(informers.InputKey(kind, nm.GetNamespace(), nm.GetName()), oldObj)
+				c.remember(ik, oldObj)
 			}
 			enqueueConsumers(newObj, contentChanged)
 			if reloadChanged {

@@ -633,13 +633,8 @@ func (c *Controller) suppressed(k key, changed []string) (time.Time, bool) {
 	now := c.opts.Clock.Now()
 	var until time.Time
 	for _, id := range changed {
-		kind, name, _ := strings.Cut(id, "/")
-		if kind == "secret" {
-			kind = wellknown.KindSecret
-		} else {
-			kind = wellknown.KindConfigMap
-		}
-		in, quiet := c.storms.suppressed(informers.InputKey(kind, k.Namespace, name), now)
+		ref := inputs.RefOf(id)
+		in, quiet := c.storms.suppressed(informers.InputKey(ref.Kind, k.Namespace, ref.Name), now)
 		if !in {
 			return time.Time{}, false // this one rolls out, and takes the others along
 		}

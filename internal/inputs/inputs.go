@@ -154,6 +154,16 @@ func ParseReloadOn(s string) (map[string]bool, error) {
 	return ids, nil
 }
 
+// RefOf is the Ref of every key of the object id names ("secret/<name>" or
+// "configmap/<name>", as Ref.ID gives).
+func RefOf(id string) Ref {
+	kind, name, _ := strings.Cut(id, "/")
+	if kind == "configmap" {
+		return Ref{Kind: wellknown.KindConfigMap, Name: name}
+	}
+	return Ref{Kind: wellknown.KindSecret, Name: name}
+}
+
 // RefsOf is what courier.dev/reload-on names, as Refs of every key, sorted
 // by ID; entries that are not kind/name are left out (ParseReloadOn names
 // them).
@@ -161,12 +171,7 @@ func RefsOf(reloadOn string) []Ref {
 	ids, _ := ParseReloadOn(reloadOn)
 	out := make([]Ref, 0, len(ids))
 	for id := range ids {
-		kind, name, _ := strings.Cut(id, "/")
-		k := wellknown.KindSecret
-		if kind == "configmap" {
-			k = wellknown.KindConfigMap
-		}
-		out = append(out, Ref{Kind: k, Name: name})
+		out = append(out, RefOf(id))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
