@@ -215,7 +215,9 @@ func probeCourier(t *testing.T, id identity, env ...string) (failed, log string)
 	createConfigMap(t, src, "cw", nil, map[string]string{"k": "1"})
 	spec := podSpec([]corev1.EnvVar{keyRef("secret", "w", "k"), keyRef("configmap", "cw", "k")}, nil, nil)
 	createEveryWorkloadKind(t, src, map[string]string{keyReload: "true"}, spec)
-	if !check("every workload kind baselined", everyStamp(src, func(s workloadStamp) bool { return s.inputs != "" })) {
+	job := createJob(t, src, "job", map[string]string{keyReload: "true"}, spec, false, nil)
+	if !check("every workload kind baselined", everyStamp(src, func(s workloadStamp) bool { return s.inputs != "" })) ||
+		!check("Job baselined", jobBaselined(src, "job")) {
 		return
 	}
 	updateSecret(t, src, "w", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
@@ -232,6 +234,9 @@ func probeCourier(t *testing.T, id identity, env ...string) (failed, log string)
 		}
 		hashes = stamps
 		return true, nil
+	}) || !check("Secret change recreates the Job", func(ctx context.Context) (bool, error) {
+		j, err := getJob(ctx, src, "job")
+		return err == nil && j.UID != job && len(j.Spec.Template.Annotations[keyConfigHash]) == 64, nil
 	}) {
 		return
 	}

@@ -99,7 +99,7 @@ func metaOf(obj any) (metav1.Object, error) {
 	return meta.Accessor(obj)
 }
 
-// ConsumersByInput indexes workloads (Deployments, StatefulSets, DaemonSets,
+// ConsumersByInput indexes workloads (Deployments, StatefulSets, DaemonSets, Jobs,
 // CronJobs, custom kinds) by every Secret and ConfigMap they consume
 // (workload.Inputs), as
 // InputKey values, so a change costs work proportional to its consumers.

@@ -38,6 +38,7 @@ type Set struct {
 	StatefulSets appsinformers.StatefulSetInformer
 	DaemonSets   appsinformers.DaemonSetInformer
 	CronJobs     batchinformers.CronJobInformer
+	Jobs         batchinformers.JobInformer
 	// Custom is the custom kinds of --reload-resources (nil: none listed).
 	Custom *Custom
 }
@@ -58,6 +59,7 @@ func New(client kubernetes.Interface, roles role.Config) (*Set, error) {
 		StatefulSets: f.Apps().V1().StatefulSets(),
 		DaemonSets:   f.Apps().V1().DaemonSets(),
 		CronJobs:     f.Batch().V1().CronJobs(),
+		Jobs:         f.Batch().V1().Jobs(),
 	}
 	s.Secrets = secretInformer{f}
 	for _, inf := range s.all() {
@@ -68,7 +70,7 @@ func New(client kubernetes.Interface, roles role.Config) (*Set, error) {
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
 	}
-	for _, inf := range []informerGetter{s.Deployments, s.StatefulSets, s.DaemonSets, s.CronJobs} {
+	for _, inf := range []informerGetter{s.Deployments, s.StatefulSets, s.DaemonSets, s.CronJobs, s.Jobs} {
 		if err := inf.Informer().AddIndexers(WorkloadIndexers); err != nil {
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
@@ -123,6 +125,7 @@ func (s *Set) Workloads() map[string]cache.SharedIndexInformer {
 		workload.StatefulSet: s.StatefulSets.Informer(),
 		workload.DaemonSet:   s.DaemonSets.Informer(),
 		workload.CronJob:     s.CronJobs.Informer(),
+		workload.Job:         s.Jobs.Informer(),
 	}
 }
 
@@ -131,7 +134,7 @@ type informerGetter interface {
 }
 
 func (s *Set) all() []informerGetter {
-	return []informerGetter{s.Secrets, s.ConfigMaps, s.Namespaces, s.Deployments, s.StatefulSets, s.DaemonSets, s.CronJobs}
+	return []informerGetter{s.Secrets, s.ConfigMaps, s.Namespaces, s.Deployments, s.StatefulSets, s.DaemonSets, s.CronJobs, s.Jobs}
 }
 
 // secretInformer is the factory's Secret informer with the Helm field

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,6 +109,10 @@ type Controller struct {
 	// clock.
 	templates      map[types.UID]templateAt
 	sweptTemplates time.Time
+	// pendingJobs: Jobs deleted to be recreated (see recreate) whose
+	// create has not succeeded yet, until it does or another Job takes the
+	// name.
+	pendingJobs map[key]*batchv1.Job
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -139,7 +144,8 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		entries: map[types.UID]cachedEntries{},
 		hints:   map[string]hint{},
 
-		templates: map[types.UID]templateAt{},
+		templates:   map[types.UID]templateAt{},
+		pendingJobs: map[key]*batchv1.Job{},
 	}
 	reg.MustRegister(c.storms)
 	for _, kind := range workload.Kinds {
@@ -189,6 +195,10 @@ func (c *Controller) resync() {
 func (c *Controller) failed(k key, err error) {
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, errPending) {
 		return // the workload changed (or went) since the cache saw it: look again
+	}
+	if apierrors.IsForbidden(err) && k.Kind == workload.Job {
+		c.logger.Error("courier may not recreate this Job; grant get, create and delete on jobs to courier's ServiceAccount (manifests/ and the chart do); retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
+		return
 	}
 	if apierrors.IsForbidden(err) {
 		c.logger.Error("courier may not patch this workload; grant patch on its kind to courier's ServiceAccount (a --reload-resources kind: docs/reload.md, Argo Rollouts and custom resources); retrying with backoff", zap.Stringer("workload", k), zap.Error(err))
@@ -264,6 +274,7 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
 		a[wellknown.ReloadMinInterval] == b[wellknown.ReloadMinInterval] && a[stakater.PausePeriod] == b[stakater.PausePeriod] &&
+		a[wellknown.ReloadFinished] == b[wellknown.ReloadFinished] &&
 		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(oldTemplate, newTemplate, stakater.Keys))) {
 		return
 	}

@@ -1,8 +1,9 @@
 // Package reloader rolls out the workloads (Deployments, StatefulSets,
-// DaemonSets, CronJobs) whose consumed Secret or ConfigMap content changed,
+// DaemonSets, CronJobs, Jobs) whose consumed Secret or ConfigMap content changed,
 // exactly once per change, by writing courier.dev/config-hash into the pod
 // template: the workload's own rollout strategy does the rest, as with
-// `kubectl rollout restart`.
+// `kubectl rollout restart`. A Job that opts in, whose pod template cannot
+// change, is recreated instead (job.go).
 //
 // It keeps a baseline per workload (courier.dev/config-inputs, on the
 // workload's metadata, so writing it is not a rollout): a short digest of the

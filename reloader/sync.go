@@ -35,6 +35,7 @@ const (
 	skipHeld       = "min_interval"
 	skipOwnRollout = "template_changed"
 	skipSuppressed = "suppressed"
+	skipFinished   = "job_finished"
 )
 
 // resultNotified: in courier_reloader_reloads_total, a rollout told but not
@@ -404,21 +405,27 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, perr.Error()+"; those entries are ignored")
 		}
 	}
+	// A Job is recreated only when it opts in itself: never for
+	// --reload-all, nor for an input's own courier.dev/reload (or, under
+	// --compat, Reloader's auto-reload-all), for recreating one stops its
+	// work and runs it again.
+	job := k.Kind == workload.Job
+	reloadAll := c.opts.ReloadAll && !job
 	var badPatterns []string
 	for _, ref := range workload.Inputs(tmplObj) {
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
 		verdict := stakater.Silent
 		if c.opts.Compat {
 			var bad []string
-			verdict, bad = stakater.Decide(ref.Kind, ref.Name, a, tmplAnnotations, c.inputAnnotation(ref.Kind, m), c.opts.ReloadAll)
+			verdict, bad = stakater.Decide(ref.Kind, ref.Name, a, tmplAnnotations, c.inputAnnotation(ref.Kind, m), reloadAll)
 			badPatterns = append(badPatterns, bad...)
 		}
-		own := a[wellknown.Reload] == "true" || o.notifyOnly || named[ref.ID()] || (m != nil && c.wantsReload(ref.Kind, m))
+		own := a[wellknown.Reload] == "true" || o.notifyOnly || named[ref.ID()] || (!job && m != nil && c.wantsReload(ref.Kind, m))
 		switch {
 		case ref.Named == wellknown.ReloadOn || (ref.Named != "" && verdict == stakater.Reload):
 			// Named although the template does not reference it: only
 			// the name (courier's, or Reloader's under --compat) opts in.
-		case ref.Named != "" || !(own || verdict == stakater.Reload || (c.opts.ReloadAll && verdict != stakater.Blocked)):
+		case ref.Named != "" || !(own || verdict == stakater.Reload || (reloadAll && verdict != stakater.Blocked)):
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
@@ -476,6 +483,18 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
 	if c.waitsForReplication(seen) {
 		c.park(ctx, k, seen)
+		return nil
+	}
+	if k.Kind == workload.Job && c.hasPending(k) {
+		// Deleted to be recreated, and not created yet.
+		created, err := c.createPending(ctx, k)
+		if err != nil {
+			c.queue.Remember(k, seen)
+			return err
+		}
+		if created != nil {
+			c.reloaded(k, created, strings.Split(created.Annotations[wellknown.ReloadedFor], ", "), seen)
+		}
 		return nil
 	}
 	info, ok := c.kind(k.Kind)
@@ -566,6 +585,15 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.forgetTemplate(w.GetUID())
 		return nil
 	}
+	if k.Kind == workload.Job && workload.Finished(obj) && w.GetAnnotations()[wellknown.ReloadFinished] != "true" {
+		// Its work is done: recreating it would run it again. Nothing is
+		// written, so if it asks later, the change is still to roll out.
+		c.metrics.skipped.WithLabelValues(skipFinished).Inc()
+		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonJobFinished, fmt.Sprintf(
+			"%s changed, but this Job has finished, so courier does not recreate it (that would run it again); annotate it %s: \"true\" to have it recreated for such changes",
+			strings.Join(d.changed, ", "), wellknown.ReloadFinished))
+		return c.keepPending(ctx, k, info, w, via, dg, d)
+	}
 	if until, ok := c.suppressed(k, d.changed); ok {
 		// Nothing is written: the baseline stays what the pods were given,
 		// so when the storm ends one rollout carries the last content.
@@ -585,6 +613,16 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
+	if k.Kind == workload.Job {
+		created, err := c.recreate(ctx, k, string(w.GetUID()), c.record(dg, d.baseline, d.changed), dg.configHash(d.baseline))
+		if err != nil {
+			c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
+			c.queue.Remember(k, seen)
+			return err
+		}
+		c.reloaded(k, created, d.changed, seen)
+		return nil
+	}
 	if err := c.write(ctx, k, info, w, via, dg, d.baseline, d.changed); errors.Is(err, errNotStored) {
 		// Trying again cannot help: say what to fix, once per change.
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
@@ -599,15 +637,25 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return err
 	}
 	c.forgetTemplate(w.GetUID())
+	c.reloaded(k, obj.(runtime.Object), d.changed, seen)
+	return nil
+}
+
+// reloaded tells of a rollout made: metrics, log, an Event on obj (for a
+// Job, the new one) and a notification.
+func (c *Controller) reloaded(k key, obj runtime.Object, changed []string, seen time.Time) {
 	c.metrics.reloads.WithLabelValues(k.Kind, "success").Inc()
 	if !seen.IsZero() {
 		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.opts.Clock.Since(seen).Seconds())
 	}
-	reason := strings.Join(d.changed, ", ")
+	reason := strings.Join(changed, ", ")
 	c.logger.Info("reloaded", zap.Stringer("workload", k), zap.String("changed", reason))
-	c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonReloaded, "rolled out because "+reason+" changed")
-	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed), At: c.opts.Clock.Now().UTC().Truncate(time.Second)})
-	return nil
+	msg := "rolled out because " + reason + " changed"
+	if k.Kind == workload.Job {
+		msg = "recreated because " + reason + " changed (a Job's pod template cannot change: the old Job and its pods were deleted, and this one started afresh)"
+	}
+	c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonReloaded, msg)
+	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(changed), At: c.opts.Clock.Now().UTC().Truncate(time.Second)})
 }
 
 // ownRollout reports whether workload w's pod template (in tmplObj) is no
@@ -708,11 +756,9 @@ func (c *Controller) keepPending(ctx context.Context, k key, info kindInfo, w, v
 // hash goes first and alone; if the record then fails to be written, the
 // rollout has happened without its record and Event.
 func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via metav1.Object, dg digester, now baseline, changed []string) error {
-	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id, c.opts.Namespace)}
+	annotations := c.record(dg, now, changed)
 	hash := ""
 	if len(changed) > 0 {
-		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
-		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
 		hash = dg.configHash(now)
 	}
 	if hash != "" && (via != nil || info.hashApart) {
@@ -734,6 +780,17 @@ func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via met
 		return c.patch(ctx, k, info, "", annotations, "")
 	}
 	return c.patch(ctx, k, info, w.GetResourceVersion(), annotations, hash)
+}
+
+// record is courier's annotations on a workload given now as its baseline
+// and, with changed inputs, rolled out for them.
+func (c *Controller) record(dg digester, now baseline, changed []string) map[string]any {
+	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id, c.opts.Namespace)}
+	if len(changed) > 0 {
+		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
+		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
+	}
+	return annotations
 }
 
 // patch sends the workload courier's annotations (nil removes one) and, with

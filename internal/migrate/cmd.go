@@ -177,6 +177,8 @@ func (r *Report) Apply(ctx context.Context, client kubernetes.Interface, dyn dyn
 			_, err = client.AppsV1().DaemonSets(ns).Patch(ctx, name, pt, patch, opts)
 		case "CronJob":
 			_, err = client.BatchV1().CronJobs(ns).Patch(ctx, name, pt, patch, opts)
+		case "Job":
+			_, err = client.BatchV1().Jobs(ns).Patch(ctx, name, pt, patch, opts)
 		default:
 			if obj.resource == nil {
 				err = fmt.Errorf("courier migrate does not write %s objects", obj.Kind)

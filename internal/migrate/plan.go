@@ -284,6 +284,7 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 	// What the template consumes, and what Reloader's lists name besides
 	// (courier reloads for those too: read whole).
 	refs := workload.WithNamed(inputs.Of(w.Spec), a, tmpl.Annotations)
+	reloadAll := o.ReloadAll && w.Kind != workload.Job // courier recreates a Job only when it opts in itself
 	var reloaded []string
 	blocked := 0
 	for _, ref := range refs {
@@ -294,7 +295,7 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 			}
 			return in.GetAnnotations()[k]
 		}
-		v, bad := stakater.Decide(ref.Kind, ref.Name, a, tmpl.Annotations, inputAnnotation, o.ReloadAll)
+		v, bad := stakater.Decide(ref.Kind, ref.Name, a, tmpl.Annotations, inputAnnotation, reloadAll)
 		for _, b := range bad {
 			obj.note(stakater.TypedReload(ref.Kind), strconv.Quote(b)+" is not a valid regular expression; Reloader and courier skip it")
 		}
@@ -312,10 +313,10 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 		obj.add(wellknown.Reload, "true", a)
 	case len(reloaded) > 0:
 		obj.add(wellknown.ReloadOn, strings.Join(reloaded, ", "), a)
-		if o.ReloadAll && blocked < len(refs)-len(reloaded) {
+		if reloadAll && blocked < len(refs)-len(reloaded) {
 			obj.note(stakater.Auto, "under --reload-all courier also reloads it for the inputs not listed")
 		}
-	case blocked > 0 && blocked == len(refs) && o.ReloadAll:
+	case blocked > 0 && blocked == len(refs) && reloadAll:
 		obj.add(wellknown.Reload, "false", a)
 	}
 	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {

@@ -70,6 +70,9 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 		"cronjobs": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return batch.CronJobs("").List(ctx, o)
 		},
+		"jobs": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return batch.Jobs("").List(ctx, o)
+		},
 	}
 	for resource, list := range listers {
 		err := each(ctx, list, metav1.ListOptions{}, func(obj runtime.Object) error {

@@ -130,7 +130,7 @@ type Object struct {
 	Hash string
 }
 
-// Workload is one Deployment, StatefulSet, DaemonSet or CronJob.
+// Workload is one Deployment, StatefulSet, DaemonSet, CronJob or Job.
 type Workload struct {
 	Kind string
 	Meta metav1.Object
@@ -145,8 +145,8 @@ type Workload struct {
 // WorkloadOf wraps a typed workload object (Spec is nil for any other object).
 func WorkloadOf(obj metav1.Object) Workload {
 	kind, t := workload.Of(obj)
-	if t == nil {
-		return Workload{}
+	if t == nil || kind == workload.Job && workload.StartedByCronJob(obj) {
+		return Workload{} // a Job a CronJob started: its CronJob is the workload
 	}
 	return Workload{Kind: kind, Meta: obj, Template: t, Spec: &t.Spec}
 }

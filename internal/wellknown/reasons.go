@@ -70,6 +70,10 @@ const (
 	// last rollout; the message says when it rolls out, once, with every
 	// change made meanwhile.
 	ReasonReloadDelayed = "ReloadDelayed"
+	// ReasonJobFinished (Normal, on a Job): an input it consumes changed,
+	// but the Job has finished, so courier does not recreate it (unless it
+	// carries courier.dev/reload-finished: "true").
+	ReasonJobFinished = "JobFinished"
 	// ReasonInputMissing (Warning, on a workload): an input it consumes
 	// without optional: true does not exist; nothing is rolled out for it.
 	ReasonInputMissing = "InputMissing"

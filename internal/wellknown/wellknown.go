@@ -30,6 +30,11 @@ const (
 	// "10m": at most one rollout per interval; changes within it are kept and
 	// roll out once, at its end.
 	ReloadMinInterval = Prefix + "reload-min-interval"
+	// ReloadFinished (annotation, on a Job): "true" has courier recreate
+	// the Job for a change of its inputs even when it has finished
+	// (Complete or Failed), which runs it again; without it, a finished Job
+	// is left as it is.
+	ReloadFinished = Prefix + "reload-finished"
 	// ReplicateKeys (annotation, on a source): "ca.crt, tls.crt": its
 	// replicas hold only these keys.
 	ReplicateKeys = Prefix + "replicate-keys"

@@ -156,6 +156,11 @@ type Object struct {
 	// else changes the template and never for courier's own rollouts (0
 	// without a template).
 	TemplateSum uint64
+	// Finished: a Job that is Complete or Failed.
+	Finished bool
+	// StartedByCronJob: a Job a CronJob started; it has no inputs (its
+	// CronJob is reloaded) and the cache keeps nothing of its template.
+	StartedByCronJob bool
 	// Unreadable: courier could not read what it needs (ObjectOf says why);
 	// the object has no inputs, so it is never reloaded.
 	Unreadable bool
@@ -186,7 +191,7 @@ func (o *Object) KindName() string {
 }
 
 // Cached is a built-in workload (Deployment, StatefulSet, DaemonSet,
-// CronJob) as courier's cache holds it; false for any other object.
+// CronJob, Job) as courier's cache holds it; false for any other object.
 func Cached(obj any) (*Object, bool) {
 	kind, t := Of(obj)
 	m, ok := obj.(metav1.Object)
@@ -194,10 +199,16 @@ func Cached(obj any) (*Object, bool) {
 		return nil, false
 	}
 	group := "apps/v1"
-	if kind == CronJob {
+	if kind == CronJob || kind == Job {
 		group = "batch/v1"
 	}
 	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, ObjectMeta: metaOf(m), Templated: true}
+	if kind == Job {
+		o.Finished = Finished(obj)
+		if o.StartedByCronJob = StartedByCronJob(m); o.StartedByCronJob {
+			return o, true
+		}
+	}
 	o.setTemplate(t)
 	return o, true
 }

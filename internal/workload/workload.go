@@ -1,6 +1,6 @@
 // Package workload is the one list of the workload kinds courier reloads
-// (Deployment, StatefulSet, DaemonSet, CronJob): their names, where each
-// keeps its pod template, and the API call that patches one. Every other
+// (Deployment, StatefulSet, DaemonSet, CronJob, Job): their names, where
+// each keeps its pod template, and the API call that patches one. Every other
 // package asks here instead of switching on types of its own.
 package workload
 
@@ -29,10 +29,14 @@ const (
 	StatefulSet = "StatefulSet"
 	DaemonSet   = "DaemonSet"
 	CronJob     = "CronJob"
+	// Job: reloaded by recreating it (its pod template cannot change), and
+	// only when it opts in itself; a Job a CronJob started is never
+	// reloaded (its CronJob is).
+	Job = "Job"
 )
 
 // Kinds lists every workload kind, in a fixed order.
-var Kinds = []string{Deployment, StatefulSet, DaemonSet, CronJob}
+var Kinds = []string{Deployment, StatefulSet, DaemonSet, CronJob, Job}
 
 // Of returns the kind of a typed workload object, as the API serves it, and
 // its pod template (for a CronJob, its job template's); "" and nil for any
@@ -47,8 +51,35 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 		return DaemonSet, &w.Spec.Template
 	case *batchv1.CronJob:
 		return CronJob, &w.Spec.JobTemplate.Spec.Template
+	case *batchv1.Job:
+		return Job, &w.Spec.Template
 	}
 	return "", nil
+}
+
+// StartedByCronJob reports whether m is a Job a CronJob started (its
+// controller is a CronJob): such a Job is never reloaded itself; the
+// CronJob's job template is, for the Jobs it starts next.
+func StartedByCronJob(m metav1.Object) bool {
+	ref := metav1.GetControllerOf(m)
+	return ref != nil && ref.Kind == CronJob
+}
+
+// Finished reports whether a Job has finished (Complete or Failed); false
+// for any other object. A finished Job is recreated only when it asks to be
+// (courier.dev/reload-finished: "true").
+func Finished(obj any) bool {
+	switch w := obj.(type) {
+	case *Object:
+		return w.Finished
+	case *batchv1.Job:
+		for _, c := range w.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // KindOf is the kind of a workload, typed or cached (Object); "" for any
@@ -80,15 +111,19 @@ func TemplateAnnotations(obj any) map[string]string {
 func Inputs(obj any) []inputs.Ref {
 	if o, ok := obj.(*Object); ok {
 		switch {
-		case o.Unreadable:
+		case o.Unreadable || o.StartedByCronJob:
 			return nil
 		case !o.Templated:
 			return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
 		}
 		return WithNamed(o.Refs, o.Annotations, o.TemplateAnnotations)
 	}
-	if _, t := Of(obj); t != nil {
-		return WithNamed(inputs.Of(&t.Spec), obj.(metav1.Object).GetAnnotations(), t.Annotations)
+	if kind, t := Of(obj); t != nil {
+		m := obj.(metav1.Object)
+		if kind == Job && StartedByCronJob(m) {
+			return nil
+		}
+		return WithNamed(inputs.Of(&t.Spec), m.GetAnnotations(), t.Annotations)
 	}
 	return nil
 }
@@ -177,6 +212,8 @@ func Patch(ctx context.Context, client kubernetes.Interface, kind, namespace, na
 		_, err = client.AppsV1().DaemonSets(namespace).Patch(ctx, name, pt, data, opts)
 	case CronJob:
 		_, err = client.BatchV1().CronJobs(namespace).Patch(ctx, name, pt, data, opts)
+	case Job:
+		_, err = client.BatchV1().Jobs(namespace).Patch(ctx, name, pt, data, opts)
 	}
 	return err
 }

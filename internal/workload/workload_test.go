@@ -3,6 +3,9 @@ package workload
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +17,7 @@ func TestOfCoversEveryKind(t *testing.T) {
 		StatefulSet: &appsv1.StatefulSet{},
 		DaemonSet:   &appsv1.DaemonSet{},
 		CronJob:     &batchv1.CronJob{},
+		Job:         &batchv1.Job{},
 	}
 	if len(objs) != len(Kinds) {
 		t.Fatalf("test covers %d kinds, Kinds lists %d", len(objs), len(Kinds))
@@ -30,5 +34,60 @@ func TestOfCoversEveryKind(t *testing.T) {
 	cj := &batchv1.CronJob{}
 	if _, tmpl := Of(cj); tmpl != &cj.Spec.JobTemplate.Spec.Template {
 		t.Errorf("a CronJob's template is not its job template's")
+	}
+}
+
+// A Job a CronJob started is its CronJob's business: no inputs, typed or
+// cached, and the cache keeps nothing of its template. Finished says
+// Complete or Failed, typed or cached.
+func TestJobs(t *testing.T) {
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{
+		{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}}}}}
+	job := func(owner string, conditions ...batchv1.JobCondition) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns"},
+			Spec:   batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec}},
+			Status: batchv1.JobStatus{Conditions: conditions}}
+		if owner != "" {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: owner, Name: "o", UID: "u", Controller: ptr.To(true)}}
+		}
+		return j
+	}
+	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	failed := batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}
+	suspended := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}
+	for _, tc := range []struct {
+		name                string
+		job                 *batchv1.Job
+		inputs              int
+		finished, byCronJob bool
+	}{
+		{"running", job(""), 1, false, false},
+		{"suspended", job("", suspended), 1, false, false},
+		{"complete", job("", complete), 1, true, false},
+		{"failed", job("", failed), 1, true, false},
+		{"started by a CronJob", job(CronJob), 0, false, true},
+		{"owned by something else", job("Workflow"), 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cached, ok := Cached(tc.job.DeepCopy())
+			if !ok {
+				t.Fatal("not cached as an Object")
+			}
+			if got := len(Inputs(tc.job)); got != tc.inputs {
+				t.Errorf("typed: %d inputs, want %d", got, tc.inputs)
+			}
+			if got := len(Inputs(cached)); got != tc.inputs {
+				t.Errorf("cached: %d inputs, want %d", got, tc.inputs)
+			}
+			if Finished(tc.job) != tc.finished || Finished(cached) != tc.finished {
+				t.Errorf("Finished = %v (typed), %v (cached); want %v", Finished(tc.job), Finished(cached), tc.finished)
+			}
+			if cached.StartedByCronJob != tc.byCronJob || (tc.byCronJob && cached.TemplateSum != 0) {
+				t.Errorf("StartedByCronJob = %v, TemplateSum %d; want %v and no template kept", cached.StartedByCronJob, cached.TemplateSum, tc.byCronJob)
+			}
+			if cached.KindName() != Job {
+				t.Errorf("KindName = %q", cached.KindName())
+			}
+		})
 	}
 }
