@@ -255,6 +255,8 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 		{"config.notifyURLs={https:///services/TOKEN}", "notifyURLs"},
 		{"config.notifyURLs={https://user@hooks.example/services/TOKEN}", "notifyURLs"},
 		{"notifySecret.nam=x", "nam"},
+		{`commonLabels.app\.kubernetes\.io/name=x`, "commonLabels"},
+		{"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints"},
 	} {
 		out, err := helm(t, "template", "courier", chartDir, "--set="+c.set)
 		if err == nil {
@@ -323,11 +325,35 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	dst := newNamespace(t, "dst", map[string]string{"test": id})
 
 	out, err := helm(t, "install", "courier", chartDir, "--namespace=default", "--wait", "--timeout=120s",
-		"--set=namespace.name="+ns, "--set=config.sourceNamespaces={"+src+"}", "--set=config.excludeNamespaces={kube-*}")
+		"--set=namespace.name="+ns, "--set=config.sourceNamespaces={"+src+"}", "--set=config.excludeNamespaces={kube-*}",
+		"--set=commonLabels.team=platform", "--set=commonAnnotations.owner=platform-team",
+		"--set=topologySpreadConstraints[0].maxSkew=1", "--set=topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+		"--set=topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("helm install:\n%s", out)
+	// commonLabels and commonAnnotations reach every kind of object,
+	// those the chart writes out and those it takes from files/.
+	for what, get := range map[string]func() (metav1.Object, error){
+		"Namespace": func() (metav1.Object, error) { return admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}) },
+		"Deployment": func() (metav1.Object, error) {
+			return admin().AppsV1().Deployments(ns).Get(ctx, "courier", metav1.GetOptions{})
+		},
+		"ClusterRole": func() (metav1.Object, error) {
+			return admin().RbacV1().ClusterRoles().Get(ctx, "courier", metav1.GetOptions{})
+		},
+		"ValidatingAdmissionPolicy": func() (metav1.Object, error) {
+			return admin().AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "courier-guard", metav1.GetOptions{})
+		},
+	} {
+		o, err := get()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else if o.GetLabels()["team"] != "platform" || o.GetAnnotations()["owner"] != "platform-team" {
+			t.Errorf("%s: labels %v, annotations %v; want commonLabels and commonAnnotations", what, o.GetLabels(), o.GetAnnotations())
+		}
+	}
 	n, err := admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil || n.Labels["pod-security.kubernetes.io/enforce"] != "restricted" || n.Labels["courier.dev/replication"] != "disabled" {
 		t.Fatalf("namespace %s: labels %v, %v", ns, n.GetLabels(), err)
@@ -335,6 +361,9 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	dep, err := admin().AppsV1().Deployments(ns).Get(ctx, "courier", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c := dep.Spec.Template.Spec.TopologySpreadConstraints; len(c) != 1 || c[0].TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("the Deployment's topologySpreadConstraints are %+v, want the value's", c)
 	}
 	if dep.Status.AvailableReplicas != 2 {
 		t.Errorf("helm install --wait returned with %d available replicas, want 2", dep.Status.AvailableReplicas)
