@@ -139,7 +139,7 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
 	var dyn dynamic.Interface
-	if len(o.ReloadResources) > 0 {
+	if len(o.ReloadResources) > 0 || o.ReloadCSI {
 		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
 			return fmt.Errorf("build Kubernetes client: %w", err)
 		}
@@ -216,7 +216,7 @@ type daemon struct {
 
 // build wires the informers and the controllers, registering every metric
 // courier exports in reg (docs/reference.md lists them from here); dyn is
-// needed only with --reload-resources. Nothing starts.
+// needed only with --reload-resources or --reload-csi. Nothing starts.
 func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger) (*daemon, error) {
 	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
 	inf, err := informers.New(client, roles)
@@ -228,6 +228,9 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 			return nil, err
 		}
 		reg.MustRegister(inf.Custom)
+	}
+	if o.ReloadCSI {
+		inf.ProviderStatuses = informers.NewProviderStatuses(dyn, logger)
 	}
 	queues := metrics.NewQueues(reg)
 	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
@@ -267,8 +270,9 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 		Pending: func() bool {
 			return inf.Custom != nil && !inf.Custom.Settled(workload.Rollouts)
 		},
-		Replicating: rep.Busy,
-		Notifier:    notifier,
+		Replicating:      rep.Busy,
+		Notifier:         notifier,
+		ProviderStatuses: inf.ProviderStatuses,
 	})
 	if err != nil {
 		return nil, err

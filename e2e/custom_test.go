@@ -167,9 +167,16 @@ func reloadResourcesRBAC(t *testing.T, items ...string) []rbacv1.PolicyRule {
 // among objs (rendered by what).
 func reloadResourcesRules(t *testing.T, what string, objs map[string]map[string]any) []rbacv1.PolicyRule {
 	t.Helper()
-	role, ok := objs["ClusterRole//courier-reload-resources"]
+	return clusterRoleRules(t, what, objs, "courier-reload-resources")
+}
+
+// clusterRoleRules are the rules of ClusterRole name among objs (what
+// rendered them).
+func clusterRoleRules(t *testing.T, what string, objs map[string]map[string]any, name string) []rbacv1.PolicyRule {
+	t.Helper()
+	role, ok := objs["ClusterRole//"+name]
 	if !ok {
-		t.Fatalf("%s renders no ClusterRole courier-reload-resources", what)
+		t.Fatalf("%s renders no ClusterRole %s", what, name)
 	}
 	var cr rbacv1.ClusterRole
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role, &cr); err != nil {

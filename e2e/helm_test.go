@@ -129,6 +129,7 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 		{"defaults", nil, []string{"manifests"}},
 		{"monitoring on", []string{"--set=serviceMonitor.enabled=true,prometheusRule.enabled=true"}, []string{"manifests", "manifests/monitoring"}},
 		{"argo rollouts", []string{"--set=config.reloadResources={rollouts.argoproj.io}"}, []string{"e2e/testdata/overlays/argo-rollouts"}},
+		{"secrets store csi", []string{"--set=config.reloadCSI=true"}, []string{"e2e/testdata/overlays/secrets-store-csi"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			chart := withoutHelmLabels(helmTemplate(t, c.set...))

@@ -3,6 +3,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,10 @@ type Set struct {
 	Jobs         batchinformers.JobInformer
 	// Custom is the custom kinds of --reload-resources (nil: none listed).
 	Custom *Custom
+	// ProviderStatuses is the Secrets Store CSI driver's reports
+	// (NewProviderStatuses; nil without --reload-csi).
+	ProviderStatuses cache.SharedIndexInformer
+	running          sync.WaitGroup
 }
 
 // New builds every informer (so all of them start, and readiness waits for
@@ -85,6 +90,13 @@ func (s *Set) Start(ctx context.Context) {
 	if s.Custom != nil {
 		s.Custom.Start(ctx)
 	}
+	if s.ProviderStatuses != nil {
+		s.running.Add(1)
+		go func() {
+			defer s.running.Done()
+			s.ProviderStatuses.RunWithContext(ctx)
+		}()
+	}
 }
 
 // Shutdown waits for every informer goroutine to end after ctx is done.
@@ -93,6 +105,7 @@ func (s *Set) Shutdown() {
 	if s.Custom != nil {
 		s.Custom.Shutdown()
 	}
+	s.running.Wait()
 }
 
 // HasSynced reports whether every informer has completed its initial list.

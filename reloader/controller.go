@@ -74,6 +74,9 @@ type Options struct {
 	// the workloads consuming it roll, rather than competing with the
 	// rollouts (and the ReplicaSets they make) for the API server.
 	Replicating func() bool
+	// ProviderStatuses, if set, is the informer of the Secrets Store CSI
+	// driver's SecretProviderClassPodStatus objects (--reload-csi).
+	ProviderStatuses cache.SharedIndexInformer
 	// Notifier, if set, is told of every rollout (--notify-url).
 	Notifier *notify.Notifier
 	// Clock is the reloader's time (nil: the real clock).
@@ -109,6 +112,12 @@ type Controller struct {
 	// clock.
 	templates      map[types.UID]templateAt
 	sweptTemplates time.Time
+	// providerStatuses: the Secrets Store CSI driver's reports (nil
+	// without --reload-csi); providers: the content each class they
+	// report on held at their last event, by InputKey, while any report
+	// on it exists.
+	providerStatuses cache.Indexer
+	providers        map[string]string
 	// pendingJobs: Jobs deleted to be recreated (see recreate) whose
 	// create has not succeeded yet, until it does or another Job takes the
 	// name.
@@ -146,6 +155,7 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 
 		templates:   map[types.UID]templateAt{},
 		pendingJobs: map[key]*batchv1.Job{},
+		providers:   map[string]string{},
 	}
 	reg.MustRegister(c.storms)
 	for _, kind := range workload.Kinds {
@@ -162,6 +172,12 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 	for kind, i := range map[string]cache.SharedIndexInformer{wellknown.KindSecret: secrets, wellknown.KindConfigMap: configMaps} {
 		if _, err := i.AddEventHandler(c.inputHandler(kind, i.GetIndexer())); err != nil {
 			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
+		}
+	}
+	if o.ProviderStatuses != nil {
+		c.providerStatuses = o.ProviderStatuses.GetIndexer()
+		if _, err := o.ProviderStatuses.AddEventHandler(c.providerHandler()); err != nil {
+			return nil, fmt.Errorf("reloader: SecretProviderClassPodStatus handler: %w", err)
 		}
 	}
 	return c, nil
@@ -291,31 +307,35 @@ func (c *Controller) onWorkloadDelete(obj any) {
 	}
 }
 
+// enqueueConsumers queues the workloads consuming input ik (an InputKey)
+// for a sync after the debounce window; contentChanged: its consumed
+// content may have changed (see rememberTemplate).
+func (c *Controller) enqueueConsumers(ik string, contentChanged bool) {
+	for wkind, info := range c.kindList() {
+		objs, err := info.indexer.ByIndex(informers.ConsumersByInput, ik)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			w, _ := meta.Accessor(o)
+			if contentChanged {
+				c.rememberTemplate(o)
+			}
+			k := key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()}
+			c.changed(k)
+			for _, r := range c.referencing(k) {
+				c.changed(r)
+			}
+		}
+	}
+}
+
 // inputHandler maps a Secret or ConfigMap event to its consumers, through
 // the ConsumersByInput index: only when content or courier.dev/reload changed.
 func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.ResourceEventHandler {
 	enqueueConsumers := func(obj any, contentChanged bool) {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return
-		}
-		ik := informers.InputKey(kind, m.GetNamespace(), m.GetName())
-		for wkind, info := range c.kindList() {
-			objs, err := info.indexer.ByIndex(informers.ConsumersByInput, ik)
-			if err != nil {
-				continue
-			}
-			for _, o := range objs {
-				w, _ := meta.Accessor(o)
-				if contentChanged {
-					c.rememberTemplate(o)
-				}
-				k := key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()}
-				c.changed(k)
-				for _, r := range c.referencing(k) {
-					c.changed(r)
-				}
-			}
+		if m, err := meta.Accessor(obj); err == nil {
+			c.enqueueConsumers(informers.InputKey(kind, m.GetNamespace(), m.GetName()), contentChanged)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{

@@ -152,6 +152,9 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 		return nil
 	}
 	m := obj.(metav1.Object)
+	if kind == wellknown.KindSecretProviderClass {
+		return &input{obj: obj, meta: m, entries: reportEntries(obj.(*unstructured.Unstructured))}
+	}
 	if content.IsDigested(m) { // cheap: the digests are already there
 		return &input{obj: obj, meta: m, entries: content.Entries(obj)}
 	}
@@ -172,8 +175,15 @@ type cachedEntries struct {
 	entries         []content.Entry
 }
 
-// object is the cached Secret or ConfigMap, or nil.
+// object is the cached Secret or ConfigMap, or for a SecretProviderClass
+// its newest report (see newestReport), or nil.
 func (c *Controller) object(kind, namespace, name string) any {
+	if kind == wellknown.KindSecretProviderClass {
+		if r := c.newestReport(namespace, name); r != nil {
+			return r
+		}
+		return nil
+	}
 	idx := c.secrets
 	if kind == wellknown.KindConfigMap {
 		idx = c.configMaps
@@ -413,6 +423,9 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	reloadAll := c.opts.ReloadAll && !job
 	var badPatterns []string
 	for _, ref := range workload.Inputs(tmplObj) {
+		if ref.Kind == wellknown.KindSecretProviderClass && c.providerStatuses == nil {
+			continue // without --reload-csi, CSI volumes are no inputs
+		}
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)
 		verdict := stakater.Silent
 		if c.opts.Compat {

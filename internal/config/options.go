@@ -30,6 +30,7 @@ type Options struct {
 	ExcludeNamespaces globs.List
 	MetricsAddr       string
 	ReloadAll         bool
+	ReloadCSI         bool
 	// ReloadMode is "rollout", or "notify": say what would roll out, roll
 	// nothing out.
 	ReloadMode string
@@ -133,6 +134,7 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.Var(&o.ReloadResources, "reload-resources", "custom kinds to reload too, by CRD name (comma-separated, repeatable): rollouts.argoproj.io (Argo Rollouts: read and reloaded like a Deployment), or <plural>.<group> for a custom resource that names its inputs in courier.dev/reload-on, with :<field.path> of the annotations map that gets courier.dev/config-hash (default metadata.annotations); each needs RBAC: docs/reload.md")
 	fs.StringVar(&o.ReloadMode, "reload-mode", "rollout", "rollout: roll out the workloads whose consumed content changed; notify: roll nothing out, and say in an Event (ReloadNotified) and a notification (--notify-url) what would have rolled out, as courier.dev/reload: notify does for one workload")
 	fs.BoolVar(&o.ReloadAll, "reload-all", false, "reload every workload that consumes a changed Secret or ConfigMap, without opt-in annotations")
+	fs.BoolVar(&o.ReloadCSI, "reload-csi", false, "reload workloads that mount a Secrets Store CSI driver volume when the driver reports new versions of its SecretProviderClass's objects (its SecretProviderClassPodStatus objects: needs list and watch on them; docs/reload.md)")
 	fs.DurationVar(&o.ReloadDebounce, "reload-debounce", 2*time.Second, "changes to one workload's inputs within this window give one rollout")
 	fs.IntVar(&o.ReloadStormChanges, "reload-storm-changes", 5, "circuit breaker per input: a Secret or ConfigMap whose content changes more than this many times within --reload-storm-window (a change within one --reload-debounce of the last counted one counts with it) causes no rollout until it has not changed for a window (then its consumers roll out once, if what they consume differs); 0 turns it off")
 	fs.DurationVar(&o.ReloadStormWindow, "reload-storm-window", 10*time.Minute, "the window of --reload-storm-changes, and how long a flapping input must stay quiet before it causes rollouts again")

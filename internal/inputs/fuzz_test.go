@@ -22,6 +22,7 @@ func FuzzOf(f *testing.F) {
 		  "volumes":[{"name":"v","secret":{"secretName":"db","items":[{"key":"b","path":"b"},{"key":"a","path":"a"},{"key":"a","path":"c"}]}},
 		             {"name":"p","projected":{"sources":[{"configMap":{"name":"cfg"}},{"secret":{"name":"tls","items":[{"key":"tls.crt","path":"c"}]}}]}}]}`,
 		`{"containers":[{"name":"a","env":[{"name":"X","valueFrom":{"secretKeyRef":{"name":"","key":""}}}]}],"volumes":[{"name":"v","configMap":{}}]}`,
+		`{"volumes":[{"name":"s","csi":{"driver":"secrets-store.csi.k8s.io","volumeAttributes":{"secretProviderClass":"vault-db"}}},{"name":"o","csi":{"driver":"other","volumeAttributes":{"secretProviderClass":"x"}}}]}`,
 		`{}`,
 	} {
 		f.Add([]byte(seed))
@@ -36,7 +37,7 @@ func FuzzOf(f *testing.F) {
 			t.Fatalf("refs not sorted by ID: %+v", refs)
 		}
 		for i, r := range refs {
-			if r.Name == "" || (r.Kind != "Secret" && r.Kind != "ConfigMap") {
+			if r.Name == "" || (r.Kind != "Secret" && r.Kind != "ConfigMap" && r.Kind != "SecretProviderClass") {
 				t.Fatalf("bad ref %+v", r)
 			}
 			if i > 0 && refs[i-1].ID() == r.ID() {
@@ -62,7 +63,7 @@ func FuzzParseReloadOn(f *testing.F) {
 		ids, err := ParseReloadOn(s)
 		for id := range ids {
 			kind, name, ok := strings.Cut(id, "/")
-			if !ok || (kind != "secret" && kind != "configmap") || name == "" || strings.Contains(name, "/") {
+			if !ok || (kind != "secret" && kind != "configmap" && kind != "secretproviderclass") || name == "" || strings.Contains(name, "/") {
 				t.Fatalf("ParseReloadOn(%q) returned %q", s, id)
 			}
 		}

@@ -10,13 +10,15 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
-// Ref is one consumed Secret or ConfigMap in the workload's namespace.
+// Ref is one consumed Secret, ConfigMap or (through the Secrets Store CSI
+// driver) SecretProviderClass in the workload's namespace.
 type Ref struct {
-	Kind string // wellknown.KindSecret or wellknown.KindConfigMap
+	Kind string // wellknown.KindSecret, KindConfigMap or KindSecretProviderClass
 	Name string
 	// Keys consumed; nil means every key (envFrom, a whole volume).
 	Keys []string
@@ -30,7 +32,8 @@ type Ref struct {
 	Named string
 }
 
-// ID is "secret/<name>" or "configmap/<name>", the form of courier.dev/reload-on.
+// ID is "secret/<name>", "configmap/<name>" or "secretproviderclass/<name>",
+// the form of courier.dev/reload-on.
 func (r Ref) ID() string { return strings.ToLower(r.Kind) + "/" + r.Name }
 
 // All reports whether every key is consumed.
@@ -38,7 +41,9 @@ func (r Ref) All() bool { return r.Keys == nil }
 
 // Of returns what spec consumes, one Ref per object, sorted by ID: env
 // keyRefs (one key), envFrom (every key), and secret, configMap and projected
-// volumes (the listed items, or every key) of containers and initContainers.
+// volumes (the listed items, or every key) of containers and initContainers,
+// and the Secrets Store CSI driver's volumes (their SecretProviderClass,
+// whole and optional).
 func Of(spec *corev1.PodSpec) []Ref {
 	acc := map[string]*Ref{}
 	add := func(kind, name string, keys []string, all bool, optional *bool) {
@@ -86,6 +91,12 @@ func Of(spec *corev1.PodSpec) []Ref {
 		}
 		if cm := v.ConfigMap; cm != nil {
 			add(wellknown.KindConfigMap, cm.Name, itemKeys(cm.Items), len(cm.Items) == 0, cm.Optional)
+		}
+		if c := v.CSI; c != nil && c.Driver == wellknown.CSIDriver {
+			// What the driver mounted: every object of the class, as the
+			// driver reports their versions. Optional: the reports exist
+			// only once pods mount it, and never hold a rollout up.
+			add(wellknown.KindSecretProviderClass, c.VolumeAttributes["secretProviderClass"], nil, true, ptr.To(true))
 		}
 		if p := v.Projected; p != nil {
 			for _, src := range p.Sources {
@@ -142,24 +153,26 @@ func ParseReloadOn(s string) (map[string]bool, error) {
 		kind, name, ok := strings.Cut(part, "/")
 		kind = strings.ToLower(strings.TrimSpace(kind))
 		name = strings.TrimSpace(name)
-		if !ok || name == "" || strings.Contains(name, "/") || (kind != "secret" && kind != "configmap") {
+		if !ok || name == "" || strings.Contains(name, "/") || (kind != "secret" && kind != "configmap" && kind != "secretproviderclass") {
 			bad = append(bad, part)
 			continue
 		}
 		ids[kind+"/"+name] = true
 	}
 	if len(bad) > 0 {
-		return ids, fmt.Errorf("%s entries %q are not \"secret/<name>\" or \"configmap/<name>\"", wellknown.ReloadOn, bad)
+		return ids, fmt.Errorf("%s entries %q are not \"secret/<name>\", \"configmap/<name>\" or \"secretproviderclass/<name>\"", wellknown.ReloadOn, bad)
 	}
 	return ids, nil
 }
 
-// RefOf is the Ref of every key of the object id names ("secret/<name>" or
-// "configmap/<name>", as Ref.ID gives).
+// RefOf is the Ref of every key of the object id names (as Ref.ID gives it).
 func RefOf(id string) Ref {
 	kind, name, _ := strings.Cut(id, "/")
-	if kind == "configmap" {
+	switch kind {
+	case "configmap":
 		return Ref{Kind: wellknown.KindConfigMap, Name: name}
+	case "secretproviderclass":
+		return Ref{Kind: wellknown.KindSecretProviderClass, Name: name, Optional: true}
 	}
 	return Ref{Kind: wellknown.KindSecret, Name: name}
 }

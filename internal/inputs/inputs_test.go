@@ -31,6 +31,8 @@ func TestOf(t *testing.T) {
 				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
 			}}}},
 			{Name: "v3", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "v4", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io", VolumeAttributes: map[string]string{"secretProviderClass": "vault-db"}}}},
+			{Name: "v5", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "other.csi.example", VolumeAttributes: map[string]string{"secretProviderClass": "not-this"}}}},
 		},
 	}
 	want := []Ref{
@@ -39,6 +41,7 @@ func TestOf(t *testing.T) {
 		{Kind: "ConfigMap", Name: "settings"},
 		{Kind: "Secret", Name: "db"}, // keyRefs plus a whole projected source: every key
 		{Kind: "Secret", Name: "tls", Keys: []string{"tls.crt", "tls.key"}},
+		{Kind: "SecretProviderClass", Name: "vault-db", Optional: true}, // the driver's only
 	}
 	if diff := cmp.Diff(want, Of(spec)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

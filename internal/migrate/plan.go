@@ -302,6 +302,9 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 		switch v {
 		case stakater.Reload:
 			reloaded = append(reloaded, ref.ID())
+			if ref.Kind == wellknown.KindSecretProviderClass {
+				obj.note(stakater.TypedReload(ref.Kind), "courier reloads for a SecretProviderClass only with --reload-csi and its RBAC (as Reloader only with --enable-csi-integration)")
+			}
 		case stakater.Blocked:
 			blocked++
 		}
@@ -319,7 +322,7 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 	case blocked > 0 && blocked == len(refs) && reloadAll:
 		obj.add(wellknown.Reload, "false", a)
 	}
-	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {
+	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap, wellknown.KindSecretProviderClass} {
 		key := stakater.TypedReload(kind)
 		for _, it := range source.Items(stakater.Annotations(kind, a, tmpl.Annotations)[key]) {
 			if len(validation.IsDNS1123Subdomain(it)) > 0 {

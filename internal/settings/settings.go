@@ -46,6 +46,7 @@ type Settings struct {
 	ReloadAll         bool     `json:"reloadAll"`
 	ReloadMode        string   `json:"reloadMode,omitempty"`
 	ReloadResources   string   `json:"reloadResources,omitempty"`
+	ReloadCSI         bool     `json:"reloadCSI,omitempty"`
 	ReloadDebounce    string   `json:"reloadDebounce"`
 	ReloadStorm       string   `json:"reloadStorm"`
 	ReloadQPS         float64  `json:"reloadQPS"`
@@ -71,6 +72,7 @@ func Of(o config.Options, version string) Settings {
 		ReloadAll:         o.ReloadAll,
 		ReloadMode:        o.ReloadMode,
 		ReloadResources:   o.ReloadResources.String(),
+		ReloadCSI:         o.ReloadCSI,
 		ReloadDebounce:    o.ReloadDebounce.String(),
 		ReloadStorm:       fmt.Sprintf("more than %d changes in %s", o.ReloadStormChanges, o.ReloadStormWindow),
 		ReloadQPS:         o.ReloadQPS,

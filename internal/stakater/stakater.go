@@ -24,11 +24,14 @@ const (
 	PausePeriod = "deployment.reloader.stakater.com/pause-period"
 )
 
-// stakaterPrefix is "secret" or "configmap": the first label of Reloader's
-// per-kind keys.
+// stakaterPrefix is "secret", "configmap" or "secretproviderclass": the
+// first label of Reloader's per-kind keys.
 func stakaterPrefix(kind string) string {
-	if kind == wellknown.KindSecret {
+	switch kind {
+	case wellknown.KindSecret:
 		return "secret"
+	case wellknown.KindSecretProviderClass:
+		return "secretproviderclass"
 	}
 	return "configmap"
 }
@@ -107,9 +110,10 @@ func Decide(kind, name string, workload, template map[string]string, input func(
 }
 
 // Keys are the workload annotations whose change makes the reloader
-// look at a workload again, for both kinds.
+// look at a workload again, for every kind.
 var Keys = []string{
 	Auto, Search,
 	TypedAuto(wellknown.KindSecret), TypedReload(wellknown.KindSecret), Exclude(wellknown.KindSecret),
 	TypedAuto(wellknown.KindConfigMap), TypedReload(wellknown.KindConfigMap), Exclude(wellknown.KindConfigMap),
+	TypedAuto(wellknown.KindSecretProviderClass), TypedReload(wellknown.KindSecretProviderClass), Exclude(wellknown.KindSecretProviderClass),
 }

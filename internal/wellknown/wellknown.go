@@ -117,6 +117,14 @@ const (
 	// guards, in work-queue keys, metric labels and log fields.
 	KindSecret    = "Secret"
 	KindConfigMap = "ConfigMap"
+	// KindSecretProviderClass names a Secrets Store CSI driver
+	// SecretProviderClass consumed through a CSI volume (CSIDriver): an
+	// input whose content is the object versions the driver reports
+	// (--reload-csi).
+	KindSecretProviderClass = "SecretProviderClass"
+	// CSIDriver is the Secrets Store CSI driver's name in a pod's csi
+	// volumes; volumeAttributes.secretProviderClass names the class.
+	CSIDriver = "secrets-store.csi.k8s.io"
 
 	// HelmReleaseType is the Secret type Helm stores releases in; courier
 	// never lists or watches those Secrets.
