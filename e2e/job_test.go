@@ -23,7 +23,8 @@ const keyReloadFinished = "courier.dev/reload-finished"
 // createJob creates a Job consuming spec. One that finishes gets a pod the
 // kwok node completes at once; one that does not, a pod no node takes, so
 // it runs (active, Pending) until it is deleted. owner, if set, is its
-// controller (a CronJob starting it).
+// controller (a CronJob starting it). Annotation e2e.courier.dev/suspend:
+// "true" creates it suspended.
 func createJob(t *testing.T, ns, name string, annotations map[string]string, spec corev1.PodSpec, finishes bool, owner *metav1.OwnerReference) types.UID {
 	t.Helper()
 	spec = *spec.DeepCopy()
@@ -34,6 +35,7 @@ func createJob(t *testing.T, ns, name string, annotations map[string]string, spe
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
 		Spec: batchv1.JobSpec{
+			Suspend:      ptr.To(annotations["e2e.courier.dev/suspend"] == "true"),
 			BackoffLimit: ptr.To[int32](0),
 			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: spec},
 		},
@@ -96,6 +98,16 @@ func jobRecreated(t *testing.T, ns, name string, uid *types.UID, changed string)
 	})
 }
 
+// jobInputs is courier's baseline on Job ns/name.
+func jobInputs(t *testing.T, ns, name string) string {
+	t.Helper()
+	j, err := getJob(t.Context(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.Annotations[keyInputs]
+}
+
 // jobKept reports whether Job ns/name is still the one with uid.
 func jobKept(ns, name string, uid types.UID) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
@@ -130,6 +142,11 @@ func TestAJobThatOptsInIsRecreatedOncePerChange(t *testing.T) {
 	finished := createJob(t, ns, "finished", opt, spec, true, nil)
 	rerun := createJob(t, ns, "rerun", map[string]string{keyReload: "true", keyReloadFinished: "true"}, spec, true, nil)
 	plain := createJob(t, ns, "plain", nil, spec, false, nil)
+	// Opted in only by its input's own courier.dev/reload: not a Job's opt-in.
+	createConfigMap(t, ns, "flagged", map[string]string{keyReload: "true"}, map[string]string{"mode": "jobmode-one"})
+	byInput := createJob(t, ns, "by-input", nil, podSpec([]corev1.EnvVar{keyRef("configmap", "flagged", "mode")}, nil, nil), false, nil)
+	// Suspended since its creation: never started, so nothing to recreate.
+	waiting := createJob(t, ns, "waiting", map[string]string{keyReload: "true", "e2e.courier.dev/suspend": "true"}, spec, false, nil)
 	cron, err := admin().BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Annotations: opt},
 		Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{
@@ -150,15 +167,17 @@ func TestAJobThatOptsInIsRecreatedOncePerChange(t *testing.T) {
 
 	eventually(t, converge, "finished Job complete", jobFinished(ns, "finished"))
 	eventually(t, converge, "rerun Job complete", jobFinished(ns, "rerun"))
-	for _, name := range []string{"running", "finished", "rerun"} {
+	for _, name := range []string{"running", "finished", "rerun", "waiting"} {
 		eventually(t, converge, "baseline on Job "+name, jobBaselined(ns, name))
 	}
+	finishedBaseline, waitingBaseline := jobInputs(t, ns, "finished"), jobInputs(t, ns, "waiting")
 	oldPods, err := podsOfJob(ctx, ns, running)
 	if err != nil || oldPods != 1 {
 		t.Fatalf("the running Job has %d pods (%v), want 1", oldPods, err)
 	}
 
 	updateConfigMap(t, ns, "settings", func(cm *corev1.ConfigMap) { cm.Data["mode"] = "jobmode-two" })
+	updateConfigMap(t, ns, "flagged", func(cm *corev1.ConfigMap) { cm.Data["mode"] = "jobmode-two" })
 	old := running
 	jobRecreated(t, ns, "running", &running, "configmap/settings")
 	jobRecreated(t, ns, "rerun", &rerun, "configmap/settings")
@@ -177,16 +196,27 @@ func TestAJobThatOptsInIsRecreatedOncePerChange(t *testing.T) {
 		cj, err := admin().BatchV1().CronJobs(ns).Get(ctx, "nightly", metav1.GetOptions{})
 		return err == nil && len(cj.Spec.JobTemplate.Spec.Template.Annotations[keyConfigHash]) == 64, err
 	})
-	consistently(t, quiet, "once per change; finished, plain and CronJob-started Jobs kept", func(ctx context.Context) (bool, error) {
-		for name, uid := range map[string]types.UID{"running": running, "rerun": rerun, "finished": finished, "plain": plain, "nightly-manual": started} {
+	eventually(t, converge, "the suspended Job's baseline takes the change in", func(ctx context.Context) (bool, error) {
+		j, err := getJob(ctx, ns, "waiting")
+		return err == nil && j.Annotations[keyInputs] != waitingBaseline, err
+	})
+	consistently(t, quiet, "once per change; finished, plain, suspended, input-opted and CronJob-started Jobs kept", func(ctx context.Context) (bool, error) {
+		for name, uid := range map[string]types.UID{"running": running, "rerun": rerun, "finished": finished, "plain": plain, "nightly-manual": started,
+			"by-input": byInput, "waiting": waiting} {
 			if ok, err := jobKept(ns, name, uid)(ctx); !ok || err != nil {
 				return false, fmt.Errorf("Job %s is not the one with UID %s (%v)", name, uid, err)
 			}
 		}
 		jobs, err := admin().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(jobs.Items) == 5, err // the CronJob started nothing
+		return err == nil && len(jobs.Items) == 7, err // the CronJob started nothing
 	})
-	for _, name := range []string{"plain", "nightly-manual"} {
+	if got := jobInputs(t, ns, "finished"); got != finishedBaseline {
+		t.Errorf("the finished Job's baseline moved (%q, was %q): the change would be lost to a later %s", got, finishedBaseline, keyReloadFinished)
+	}
+	if j, _ := getJob(ctx, ns, "waiting"); j.Annotations[keyReloadedFor] != "" {
+		t.Errorf("the suspended Job records a rollout: %v", j.Annotations)
+	}
+	for _, name := range []string{"plain", "nightly-manual", "by-input"} {
 		if j, err := getJob(ctx, ns, name); err != nil || j.Annotations[keyInputs] != "" {
 			t.Errorf("Job %s carries a baseline it should not: %v (%v)", name, j.Annotations, err)
 		}

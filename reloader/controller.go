@@ -197,8 +197,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// resync starts a term: every workload is compared with its baseline.
+// resync starts a term: every workload is compared with its baseline, and
+// Jobs deleted to be recreated but not created yet are tried again.
 func (c *Controller) resync() {
+	c.mu.Lock()
+	for k := range c.pendingJobs {
+		c.queue.Add(k, time.Time{})
+	}
+	c.mu.Unlock()
 	for kind, info := range c.kindList() {
 		for _, k := range info.indexer.ListKeys() {
 			if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil {

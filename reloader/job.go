@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,9 +32,12 @@ import (
 //   - a create that fails after the delete is kept (pendingJobs) and retried
 //     with backoff until it succeeds or a Job of that name appears.
 //
-// What remains: a courier killed between the delete and the create loses
-// the Job (the window is one API round trip; the log's "recreating Job"
-// line names it).
+// From the delete on, the recreation runs to its end on its own deadline
+// even if the leadership term ends, and what is still pending is retried
+// by the next term of this process. What remains: a courier process killed
+// between the delete and a successful create loses the Job (its log line
+// "recreating Job" names it, and a Warning JobNotRecreated says why a
+// create failed).
 
 // Generated labels: the Job controller's, on the Job and its pod template,
 // tying them to the old Job's UID.
@@ -57,6 +62,9 @@ func successor(live *batchv1.Job, annotations map[string]any, hash string) *batc
 		},
 		Spec: *live.Spec.DeepCopy(),
 	}
+	next.Finalizers = slices.DeleteFunc(slices.Clone(next.Finalizers), func(f string) bool {
+		return f == metav1.FinalizerDeleteDependents || f == metav1.FinalizerOrphanDependents // the old one's deletion's
+	})
 	if next.Annotations == nil {
 		next.Annotations = map[string]string{}
 	}
@@ -83,16 +91,25 @@ func successor(live *batchv1.Job, annotations map[string]any, hash string) *batc
 	return next
 }
 
-// recreate rolls Job k (cached as w) out: see successor. It returns the
-// new Job.
-func (c *Controller) recreate(ctx context.Context, k key, uid string, annotations map[string]any, hash string) (*batchv1.Job, error) {
+// recreate rolls Job k out, as cached (w): see successor. It returns the
+// new Job, or nil when the Job is being deleted meanwhile or someone else
+// created one of its name first.
+//
+// What it decided on must still hold: the live Job must be the cached one
+// at the same resourceVersion (else the cache catches up and the Job is
+// synced again), and not being deleted. From the delete on, the term's end
+// does not cut it short: the create runs to its end on its own deadline.
+func (c *Controller) recreate(ctx context.Context, k key, w metav1.Object, annotations map[string]any, hash string) (*batchv1.Job, error) {
 	jobs := c.client.BatchV1().Jobs(k.Namespace)
 	live, err := jobs.Get(ctx, k.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", k, err)
 	}
-	if string(live.UID) != uid {
-		return nil, apierrors.NewConflict(batchv1.Resource("jobs"), k.Name, fmt.Errorf("replaced since it was cached"))
+	if live.UID != w.GetUID() || live.ResourceVersion != w.GetResourceVersion() {
+		return nil, apierrors.NewConflict(batchv1.Resource("jobs"), k.Name, fmt.Errorf("changed since it was cached"))
+	}
+	if live.DeletionTimestamp != nil {
+		return nil, nil // going away: nothing to recreate
 	}
 	next := successor(live, annotations, hash)
 	trial := next.DeepCopy()
@@ -100,7 +117,9 @@ func (c *Controller) recreate(ctx context.Context, k key, uid string, annotation
 	if _, err := jobs.Create(ctx, trial, metav1.CreateOptions{FieldManager: wellknown.FieldManager, DryRun: []string{metav1.DryRunAll}}); err != nil && !overQuota(err) {
 		return nil, fmt.Errorf("%s would not be created again (dry run), so it is left as it is: %w", k, err)
 	}
-	c.logger.Info("recreating Job: deleting it, then creating it again with the new content", zap.Stringer("workload", k), zap.String("uid", uid))
+	c.logger.Info("recreating Job: deleting it, then creating it again with the new content", zap.Stringer("workload", k), zap.String("uid", string(live.UID)))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recreateTimeout)
+	defer cancel()
 	background := metav1.DeletePropagationBackground
 	if err := jobs.Delete(ctx, k.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion},
@@ -113,6 +132,10 @@ func (c *Controller) recreate(ctx context.Context, k key, uid string, annotation
 	c.mu.Unlock()
 	return c.createPending(ctx, k)
 }
+
+// recreateTimeout bounds a recreation from its delete on, whatever happens
+// to the leadership term meanwhile.
+const recreateTimeout = 30 * time.Second
 
 // overQuota reports whether err is a ResourceQuota's refusal. A dry run
 // counts the old Job and the new one together, so a namespace whose quota
@@ -162,16 +185,22 @@ func (c *Controller) createPending(ctx context.Context, k key) (*batchv1.Job, er
 		}
 		return false, nil
 	})
-	if err != nil && apierrors.IsAlreadyExists(err) {
+	switch {
+	case err != nil && apierrors.IsAlreadyExists(err):
 		c.forgetPending(k)
 		c.logger.Error("a Job courier deleted to recreate was created again by someone else meanwhile; theirs is kept", zap.Stringer("workload", k))
 		return nil, nil
-	}
-	if err != nil {
+	case apierrors.IsNotFound(last) || apierrors.HasStatusCause(last, corev1.NamespaceTerminatingCause):
+		c.forgetPending(k)
+		c.logger.Info("a Job courier deleted to recreate is not created again: its namespace is gone or going", zap.Stringer("workload", k))
+		return nil, nil
+	case err != nil:
 		if last == nil {
 			last = err
 		}
+		msg := fmt.Sprintf("courier deleted this Job to recreate it (an input changed) and could not create it again yet; it retries with backoff until it can, or a Job of this name appears: %v", last)
 		c.logger.Error("a Job courier deleted to recreate it could not be created yet; retrying with backoff", zap.Stringer("workload", k), zap.Error(last))
+		c.recorder.Event(next, corev1.EventTypeWarning, wellknown.ReasonJobNotRecreated, msg)
 		return nil, fmt.Errorf("create %s again: %w", k, last)
 	}
 	c.forgetPending(k)

@@ -1,12 +1,17 @@
 package reloader
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -74,5 +79,59 @@ func TestSuccessor(t *testing.T) {
 	successor(l, record, "h2")
 	if diff := cmp.Diff(live(false).Spec, l.Spec); diff != "" || l.Labels[batchv1.JobNameLabel] != "j" {
 		t.Errorf("successor changed the live Job: %s", diff)
+	}
+}
+
+// A Job deleted to be recreated: created again when the name is free, kept
+// pending (with a Warning) while the create is refused, and given up when
+// someone else's Job holds the name — or taken as created when the Job
+// there is the one courier created (an answer lost).
+func TestCreatePending(t *testing.T) {
+	next := func(hash string) *batchv1.Job {
+		return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns"},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
+				Annotations: map[string]string{wellknown.ConfigHash: hash}}}}}
+	}
+	k := key{Kind: "Job", Namespace: "ns", Name: "j"}
+	for _, tc := range []struct {
+		name        string
+		there       *batchv1.Job // a Job of that name already
+		refuse      bool         // creates are forbidden
+		created     bool
+		stillQueued bool
+		warning     bool
+	}{
+		{name: "name free", created: true},
+		{name: "refused", refuse: true, stillQueued: true, warning: true},
+		{name: "someone else's", there: next("theirs")},
+		{name: "ours, answer lost", there: next("ours"), created: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			if tc.there != nil {
+				objs = append(objs, tc.there)
+			}
+			f := newFixture(t, Options{}, objs...)
+			if tc.refuse {
+				f.client.PrependReactor("create", "jobs", func(clienttesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(batchv1.Resource("jobs"), "j", fmt.Errorf("denied by a policy"))
+				})
+			}
+			f.c.pendingJobs[k] = next("ours")
+			got, err := f.c.createPending(t.Context(), k)
+			if (got != nil) != tc.created || (err != nil) != tc.stillQueued || f.c.hasPending(k) != tc.stillQueued {
+				t.Errorf("created %v, err %v, pending %v; want created %v, pending %v", got != nil, err, f.c.hasPending(k), tc.created, tc.stillQueued)
+			}
+			warned := false
+			for len(f.recorder.Events) > 0 {
+				if e := <-f.recorder.Events; strings.Contains(e, wellknown.ReasonJobNotRecreated) {
+					warned = true
+				}
+			}
+			if warned != tc.warning {
+				t.Errorf("JobNotRecreated Event: %v, want %v", warned, tc.warning)
+			}
+		})
 	}
 }

@@ -598,6 +598,14 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.forgetTemplate(w.GetUID())
 		return nil
 	}
+	if k.Kind == workload.Job && w.GetDeletionTimestamp() != nil {
+		return nil // going away: nothing to recreate
+	}
+	if k.Kind == workload.Job && workload.NeverStarted(obj) {
+		// Suspended since its creation: no pod of it has read the old
+		// content, and the ones it starts read the new.
+		return c.write(ctx, k, info, w, via, dg, d.baseline, nil)
+	}
 	if k.Kind == workload.Job && workload.Finished(obj) && w.GetAnnotations()[wellknown.ReloadFinished] != "true" {
 		// Its work is done: recreating it would run it again. Nothing is
 		// written, so if it asks later, the change is still to roll out.
@@ -627,13 +635,15 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return err
 	}
 	if k.Kind == workload.Job {
-		created, err := c.recreate(ctx, k, string(w.GetUID()), c.record(dg, d.baseline, d.changed), dg.configHash(d.baseline))
+		created, err := c.recreate(ctx, k, w, c.record(dg, d.baseline, d.changed), dg.configHash(d.baseline))
 		if err != nil {
 			c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 			c.queue.Remember(k, seen)
 			return err
 		}
-		c.reloaded(k, created, d.changed, seen)
+		if created != nil {
+			c.reloaded(k, created, d.changed, seen)
+		}
 		return nil
 	}
 	if err := c.write(ctx, k, info, w, via, dg, d.baseline, d.changed); errors.Is(err, errNotStored) {

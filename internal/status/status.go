@@ -145,8 +145,8 @@ type Workload struct {
 // WorkloadOf wraps a typed workload object (Spec is nil for any other object).
 func WorkloadOf(obj metav1.Object) Workload {
 	kind, t := workload.Of(obj)
-	if t == nil || kind == workload.Job && workload.StartedByCronJob(obj) {
-		return Workload{} // a Job a CronJob started: its CronJob is the workload
+	if t == nil || kind == workload.Job && workload.Controlled(obj) {
+		return Workload{} // a Job with a controller (a CronJob): that is the workload
 	}
 	return Workload{Kind: kind, Meta: obj, Template: t, Spec: &t.Spec}
 }

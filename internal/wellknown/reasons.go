@@ -74,6 +74,10 @@ const (
 	// but the Job has finished, so courier does not recreate it (unless it
 	// carries courier.dev/reload-finished: "true").
 	ReasonJobFinished = "JobFinished"
+	// ReasonJobNotRecreated (Warning, on a Job courier deleted to recreate
+	// it): creating it again failed (a quota, an admission policy); courier
+	// retries with backoff until it succeeds or a Job of that name appears.
+	ReasonJobNotRecreated = "JobNotRecreated"
 	// ReasonInputMissing (Warning, on a workload): an input it consumes
 	// without optional: true does not exist; nothing is rolled out for it.
 	ReasonInputMissing = "InputMissing"

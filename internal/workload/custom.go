@@ -158,9 +158,12 @@ type Object struct {
 	TemplateSum uint64
 	// Finished: a Job that is Complete or Failed.
 	Finished bool
-	// StartedByCronJob: a Job a CronJob started; it has no inputs (its
-	// CronJob is reloaded) and the cache keeps nothing of its template.
-	StartedByCronJob bool
+	// Controlled: a Job with a controller (a CronJob that started it);
+	// it has no inputs and the cache keeps nothing of its template.
+	Controlled bool
+	// NeverStarted: a Job that has not started (suspended since its
+	// creation).
+	NeverStarted bool
 	// Unreadable: courier could not read what it needs (ObjectOf says why);
 	// the object has no inputs, so it is never reloaded.
 	Unreadable bool
@@ -204,8 +207,8 @@ func Cached(obj any) (*Object, bool) {
 	}
 	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, ObjectMeta: metaOf(m), Templated: true}
 	if kind == Job {
-		o.Finished = Finished(obj)
-		if o.StartedByCronJob = StartedByCronJob(m); o.StartedByCronJob {
+		o.Finished, o.NeverStarted = Finished(obj), NeverStarted(obj)
+		if o.Controlled = Controlled(m); o.Controlled {
 			return o, true
 		}
 	}

@@ -30,8 +30,8 @@ const (
 	DaemonSet   = "DaemonSet"
 	CronJob     = "CronJob"
 	// Job: reloaded by recreating it (its pod template cannot change), and
-	// only when it opts in itself; a Job a CronJob started is never
-	// reloaded (its CronJob is).
+	// only when it opts in itself; a Job with a controller (a CronJob, a
+	// JobSet) is never reloaded (its controller is the workload).
 	Job = "Job"
 )
 
@@ -57,15 +57,29 @@ func Of(obj any) (kind string, template *corev1.PodTemplateSpec) {
 	return "", nil
 }
 
-// StartedByCronJob reports whether m is a Job a CronJob started (its
-// controller is a CronJob): such a Job is never reloaded itself; the
-// CronJob's job template is, for the Jobs it starts next.
-func StartedByCronJob(m metav1.Object) bool {
-	ref := metav1.GetControllerOf(m)
-	return ref != nil && ref.Kind == CronJob
+// Controlled reports whether Job m has a controller (a CronJob that
+// started it, a JobSet): such a Job is never reloaded itself, for its
+// controller owns its life (a CronJob's job template is reloaded, for the
+// Jobs it starts next).
+func Controlled(m metav1.Object) bool {
+	return metav1.GetControllerOf(m) != nil
 }
 
-// Finished reports whether a Job has finished (Complete or Failed); false
+// NeverStarted reports whether a Job has not started (suspended from its
+// creation: no status.startTime): no pod of it has read its inputs, so a
+// change needs no recreation.
+func NeverStarted(obj any) bool {
+	switch w := obj.(type) {
+	case *Object:
+		return w.NeverStarted
+	case *batchv1.Job:
+		return w.Status.StartTime == nil
+	}
+	return false
+}
+
+// Finished reports whether a Job has finished (Complete or Failed, or
+// about to be: SuccessCriteriaMet, FailureTarget); false
 // for any other object. A finished Job is recreated only when it asks to be
 // (courier.dev/reload-finished: "true").
 func Finished(obj any) bool {
@@ -74,8 +88,13 @@ func Finished(obj any) bool {
 		return w.Finished
 	case *batchv1.Job:
 		for _, c := range w.Status.Conditions {
-			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-				return true
+			switch c.Type {
+			case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
+				// The last two: the Job has met its end, its pods are
+				// terminating (Kubernetes 1.31 and later).
+				if c.Status == corev1.ConditionTrue {
+					return true
+				}
 			}
 		}
 	}
@@ -111,7 +130,7 @@ func TemplateAnnotations(obj any) map[string]string {
 func Inputs(obj any) []inputs.Ref {
 	if o, ok := obj.(*Object); ok {
 		switch {
-		case o.Unreadable || o.StartedByCronJob:
+		case o.Unreadable || o.Controlled:
 			return nil
 		case !o.Templated:
 			return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
@@ -120,7 +139,7 @@ func Inputs(obj any) []inputs.Ref {
 	}
 	if kind, t := Of(obj); t != nil {
 		m := obj.(metav1.Object)
-		if kind == Job && StartedByCronJob(m) {
+		if kind == Job && Controlled(m) {
 			return nil
 		}
 		return WithNamed(inputs.Of(&t.Spec), m.GetAnnotations(), t.Annotations)

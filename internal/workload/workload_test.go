@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,14 +48,16 @@ func TestJobs(t *testing.T) {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns"},
 			Spec:   batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec}},
 			Status: batchv1.JobStatus{Conditions: conditions}}
-		if owner != "" {
-			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: owner, Name: "o", UID: "u", Controller: ptr.To(true)}}
+		if kind, controls := strings.CutSuffix(owner, "!"); owner != "" {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "x/v1", Kind: kind, Name: "o", UID: "u", Controller: ptr.To(controls)}}
 		}
 		return j
 	}
 	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
 	failed := batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}
 	suspended := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}
+	succeeding := batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}
+	failing := batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}
 	for _, tc := range []struct {
 		name                string
 		job                 *batchv1.Job
@@ -65,8 +68,11 @@ func TestJobs(t *testing.T) {
 		{"suspended", job("", suspended), 1, false, false},
 		{"complete", job("", complete), 1, true, false},
 		{"failed", job("", failed), 1, true, false},
-		{"started by a CronJob", job(CronJob), 0, false, true},
-		{"owned by something else", job("Workflow"), 1, false, false},
+		{"success criteria met", job("", succeeding), 1, true, false},
+		{"failure target", job("", failing), 1, true, false},
+		{"started by a CronJob", job(CronJob + "!"), 0, false, true},
+		{"controlled by a JobSet", job("JobSet!"), 0, false, true},
+		{"owned, not controlled", job("Workflow"), 1, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cached, ok := Cached(tc.job.DeepCopy())
@@ -82,8 +88,11 @@ func TestJobs(t *testing.T) {
 			if Finished(tc.job) != tc.finished || Finished(cached) != tc.finished {
 				t.Errorf("Finished = %v (typed), %v (cached); want %v", Finished(tc.job), Finished(cached), tc.finished)
 			}
-			if cached.StartedByCronJob != tc.byCronJob || (tc.byCronJob && cached.TemplateSum != 0) {
-				t.Errorf("StartedByCronJob = %v, TemplateSum %d; want %v and no template kept", cached.StartedByCronJob, cached.TemplateSum, tc.byCronJob)
+			if cached.Controlled != tc.byCronJob || (tc.byCronJob && cached.TemplateSum != 0) {
+				t.Errorf("Controlled = %v, TemplateSum %d; want %v and no template kept", cached.Controlled, cached.TemplateSum, tc.byCronJob)
+			}
+			if !NeverStarted(tc.job) || !NeverStarted(cached) {
+				t.Error("a Job without status.startTime has started")
 			}
 			if cached.KindName() != Job {
 				t.Errorf("KindName = %q", cached.KindName())
