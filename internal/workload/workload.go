@@ -65,15 +65,16 @@ func Controlled(m metav1.Object) bool {
 	return metav1.GetControllerOf(m) != nil
 }
 
-// NeverStarted reports whether a Job has not started (suspended from its
-// creation: no status.startTime): no pod of it has read its inputs, so a
-// change needs no recreation.
+// NeverStarted reports whether a Job is suspended and has never started
+// (no status.startTime): no pod of it has read its inputs, so a change
+// needs no recreation. (A Job not suspended may have pods before its
+// startTime is written: it counts as started.)
 func NeverStarted(obj any) bool {
 	switch w := obj.(type) {
 	case *Object:
 		return w.NeverStarted
 	case *batchv1.Job:
-		return w.Status.StartTime == nil
+		return w.Spec.Suspend != nil && *w.Spec.Suspend && w.Status.StartTime == nil
 	}
 	return false
 }

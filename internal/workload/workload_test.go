@@ -58,6 +58,15 @@ func TestJobs(t *testing.T) {
 	suspended := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}
 	succeeding := batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}
 	failing := batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}
+	suspendedNew := job("")
+	suspendedNew.Spec.Suspend = ptr.To(true)
+	if c, _ := Cached(suspendedNew.DeepCopy()); !NeverStarted(suspendedNew) || !NeverStarted(c) {
+		t.Error("a Job suspended since its creation has started")
+	}
+	suspendedNew.Status.StartTime = &metav1.Time{}
+	if c, _ := Cached(suspendedNew.DeepCopy()); NeverStarted(suspendedNew) || NeverStarted(c) {
+		t.Error("a suspended Job that ran once has never started")
+	}
 	for _, tc := range []struct {
 		name                string
 		job                 *batchv1.Job
@@ -91,8 +100,8 @@ func TestJobs(t *testing.T) {
 			if cached.Controlled != tc.byCronJob || (tc.byCronJob && cached.TemplateSum != 0) {
 				t.Errorf("Controlled = %v, TemplateSum %d; want %v and no template kept", cached.Controlled, cached.TemplateSum, tc.byCronJob)
 			}
-			if !NeverStarted(tc.job) || !NeverStarted(cached) {
-				t.Error("a Job without status.startTime has started")
+			if NeverStarted(tc.job) || NeverStarted(cached) {
+				t.Error("a Job not suspended has never started")
 			}
 			if cached.KindName() != Job {
 				t.Errorf("KindName = %q", cached.KindName())
