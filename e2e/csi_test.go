@@ -82,7 +82,9 @@ func TestSecretsStoreCSIRotationRollsOutOnce(t *testing.T) {
 	rules := clusterRoleRules(t, "manifests/secrets-store-csi", kustomize(t, "e2e/testdata/overlays/secrets-store-csi"), "courier-reload-csi")
 	src := newNamespace(t, "csi-src", nil)
 	ns := newNamespace(t, "csi", nil)
-	courier := startCourierAs(t, identityWith(t, "courier-csi", rules), nil, "--source-namespaces="+src, "--reload-csi", "--compat=reloader")
+	id := identityWith(t, "courier-csi", rules)
+	args := []string{"--source-namespaces=" + src, "--reload-csi", "--compat=reloader"}
+	courier := startCourierAs(t, id, nil, args...)
 	courier.WaitReady(t.Context())
 	courier.WaitLeader(t.Context())
 	createObject(t, providerClasses, "SecretProviderClass", ns, "vault-db", nil, map[string]any{
@@ -91,7 +93,10 @@ func TestSecretsStoreCSIRotationRollsOutOnce(t *testing.T) {
 	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, spec)
 	createDeployment(t, ns, "legacy", map[string]string{"secretproviderclass.reloader.stakater.com/reload": "vault-db"}, spec)
 	createDeployment(t, ns, "bystander", nil, spec)
-	report(t, ns, "app-1", "vault-db", map[string]string{"db-password": "csiversion-1", "db-user": "csiversion-1"})
+	v1 := map[string]string{"db-password": "csiversion-1", "db-user": "csiversion-1"}
+	v2 := map[string]string{"db-password": "csiversion-2", "db-user": "csiversion-1"}
+	report(t, ns, "app-1", "vault-db", v1)
+	report(t, ns, "app-2", "vault-db", v1)
 	for _, name := range []string{"app", "legacy"} {
 		eventually(t, converge, "the class in "+name+"'s baseline", func(ctx context.Context) (bool, error) {
 			d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -101,19 +106,26 @@ func TestSecretsStoreCSIRotationRollsOutOnce(t *testing.T) {
 	app, legacy := settled(t, ns, "app"), settled(t, ns, "legacy")
 
 	// The driver rotates the first pod's mount: one rollout per consumer.
-	report(t, ns, "app-1", "vault-db", map[string]string{"db-password": "csiversion-2", "db-user": "csiversion-1"})
+	report(t, ns, "app-1", "vault-db", v2)
 	rolledOutOnce(t, ns, "app", app, "secretproviderclass/vault-db")
 	rolledOutOnce(t, ns, "legacy", legacy, "secretproviderclass/vault-db")
-	// The other pods' reports of the same versions, a new pod's, and the
-	// old pod's going: nothing more.
-	report(t, ns, "app-2", "vault-db", map[string]string{"db-password": "csiversion-2", "db-user": "csiversion-1"})
-	report(t, ns, "app-3", "vault-db", map[string]string{"db-user": "csiversion-1", "db-password": "csiversion-2"})
+	// The rotated pod goes first, while the other's report still holds the
+	// old versions (its node has not rotated yet); a new pod's report with
+	// the new ones; the other pod rotated to them: nothing more.
 	if err := dynamicAdmin(t).Resource(providerStatuses).Namespace(ns).Delete(t.Context(), "app-1-"+ns+"-store", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	noRollout(t, ns, "app", app+1)
+	report(t, ns, "app-3", "vault-db", map[string]string{"db-user": "csiversion-1", "db-password": "csiversion-2"})
+	report(t, ns, "app-2", "vault-db", v2)
+	noRollout(t, ns, "app", app+1)
 	noRollout(t, ns, "legacy", legacy+1)
 	noRollout(t, ns, "bystander", 1) // not opted in
+	// A restart reads the newest report, which holds what the pods run.
+	courier.Stop()
+	courier = startCourierAs(t, id, nil, args...)
+	courier.WaitLeader(t.Context())
+	noRollout(t, ns, "app", app+1)
 
 	r := courierMigrate(t)
 	mapped := false

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -113,11 +114,12 @@ type Controller struct {
 	templates      map[types.UID]templateAt
 	sweptTemplates time.Time
 	// providerStatuses: the Secrets Store CSI driver's reports (nil
-	// without --reload-csi); providers: the content each class they
-	// report on held at their last event, by InputKey, while any report
-	// on it exists.
+	// without --reload-csi); providers: per class (InputKey), the report
+	// that set its content (classState), while reports on it exist or
+	// workloads consume it.
 	providerStatuses cache.Indexer
-	providers        map[string]string
+	providersSynced  cache.InformerSynced
+	providers        map[string]*unstructured.Unstructured
 	// pendingJobs: Jobs deleted to be recreated (see recreate) whose
 	// create has not succeeded yet, until it does or another Job takes the
 	// name.
@@ -155,7 +157,7 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 
 		templates:   map[types.UID]templateAt{},
 		pendingJobs: map[key]*batchv1.Job{},
-		providers:   map[string]string{},
+		providers:   map[string]*unstructured.Unstructured{},
 	}
 	reg.MustRegister(c.storms)
 	for _, kind := range workload.Kinds {
@@ -175,7 +177,7 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		}
 	}
 	if o.ProviderStatuses != nil {
-		c.providerStatuses = o.ProviderStatuses.GetIndexer()
+		c.providerStatuses, c.providersSynced = o.ProviderStatuses.GetIndexer(), o.ProviderStatuses.HasSynced
 		if _, err := o.ProviderStatuses.AddEventHandler(c.providerHandler()); err != nil {
 			return nil, fmt.Errorf("reloader: SecretProviderClassPodStatus handler: %w", err)
 		}

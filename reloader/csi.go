@@ -3,9 +3,11 @@ package reloader
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strconv"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -17,14 +19,27 @@ import (
 // A workload mounting a Secrets Store CSI driver volume consumes its
 // SecretProviderClass (inputs.Of): the objects the driver fetched from the
 // external store. The driver reports what it mounted, per pod and volume,
-// in SecretProviderClassPodStatus objects: each object's id and version,
-// and it updates them when it rotates a mount to new versions. The
-// class's content, as the reloader reads it, is the objects and versions
-// of its most recently written report in the namespace (highest
-// resourceVersion): the first pod the driver rotates tells of the new
-// versions; the others' reports, and the new pods' after a rollout, tell
-// the same, so one rotation gives one rollout. A report removed with its
-// pod changes nothing unless it was the newest and the rest disagree.
+// in SecretProviderClassPodStatus objects: each object's id and version.
+// It rewrites a report when it rotates that pod's mount to new versions,
+// each node on its own timer; a report is removed with its pod, and a new
+// pod gets one holding what the store has then.
+//
+// So the class's content, as the reloader reads it (classState), moves
+// only forward, and only on a rotation: it is the objects of the latest
+// report rewritten with other objects (at courier's start, of the newest
+// report). A report rewritten with what the class already holds (the
+// other pods' rotations), a new pod's report, and a report removed (even
+// the newest, leaving older ones that still hold old versions) change
+// nothing. One rotation gives one rollout.
+
+// classState is what the reloader knows of one SecretProviderClass in one
+// namespace: the report that set its content. It lives while reports on
+// the class exist or workloads consume it.
+func (c *Controller) classState(ik string) *unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.providers[ik]
+}
 
 // newestReport is the most recently written SecretProviderClassPodStatus
 // on class in namespace, or nil.
@@ -78,43 +93,64 @@ func reportEntries(u *unstructured.Unstructured) []content.Entry {
 	return out
 }
 
-// providerHandler maps a SecretProviderClassPodStatus event to the
-// consumers of its class, when what the class holds (its newest report)
-// changed: counted by the circuit breaker like a Secret's change.
+// providerHandler keeps classState and queues the consumers of a class
+// whose content moved (see above). Reports listed at the informer's start
+// seed it with the newest; the sync compares that with the baselines.
 func (c *Controller) providerHandler() cache.ResourceEventHandler {
-	on := func(obj any) {
-		ns, class, ok := informers.ProviderClassOf(obj)
-		if !ok {
-			return
-		}
-		ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
-		now, exists := "", false
-		if r := c.newestReport(ns, class); r != nil {
-			now, exists = content.Hash(reportEntries(r)), true
-		}
+	set := func(ik string, u *unstructured.Unstructured) {
 		c.mu.Lock()
-		before, seen := c.providers[ik]
-		if exists {
-			c.providers[ik] = now
-		} else {
-			delete(c.providers, ik) // no report left: its pods are gone
-		}
+		c.providers[ik] = u
 		c.mu.Unlock()
-		switch {
-		case !exists || (seen && before == now):
-			return
-		case !seen:
-			c.enqueueConsumers(ik, false) // first seen (as at start): the sync compares with the baselines
-			return
-		}
-		if c.consumed(ik) && c.queue.Open() {
-			c.storms.changed(ik, c.opts.Clock.Now())
-		}
-		c.enqueueConsumers(ik, true)
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    on,
-		UpdateFunc: func(_, newObj any) { on(newObj) },
-		DeleteFunc: func(obj any) { on(informers.Unwrap(obj)) },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			ns, class, ok := informers.ProviderClassOf(obj)
+			if !ok {
+				return
+			}
+			ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
+			u := obj.(*unstructured.Unstructured)
+			known := c.classState(ik)
+			switch {
+			case known == nil:
+				set(ik, u) // first seen: what the store held when its pod mounted it
+				c.enqueueConsumers(ik, false)
+			case initial && newerVersion(u.GetResourceVersion(), known.GetResourceVersion()):
+				set(ik, u) // at start, the newest report
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			ns, class, ok := informers.ProviderClassOf(newObj)
+			if !ok {
+				return
+			}
+			ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
+			u := newObj.(*unstructured.Unstructured)
+			known := c.classState(ik)
+			was := content.Hash(reportEntries(oldObj.(*unstructured.Unstructured)))
+			now := content.Hash(reportEntries(u))
+			if was == now || (known != nil && (content.Hash(reportEntries(known)) == now || !newerVersion(u.GetResourceVersion(), known.GetResourceVersion()))) {
+				return // not a rotation, or one to what the class holds already
+			}
+			set(ik, u)
+			if c.consumed(ik) && c.storms.changed(ik, c.opts.Clock.Now()) && c.queue.Open() {
+				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", ik),
+					zap.String("why", fmt.Sprintf("changed more than %d times within %s (--reload-storm-changes, --reload-storm-window)", c.opts.StormChanges, c.opts.StormWindow)))
+			}
+			c.enqueueConsumers(ik, true)
+		},
+		DeleteFunc: func(obj any) {
+			ns, class, ok := informers.ProviderClassOf(informers.Unwrap(obj))
+			if !ok {
+				return
+			}
+			ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
+			if c.newestReport(ns, class) == nil && !c.consumed(ik) {
+				c.mu.Lock()
+				delete(c.providers, ik) // nothing reports on it, nothing consumes it
+				c.mu.Unlock()
+				c.storms.forget(ik)
+			}
+		},
 	}
 }

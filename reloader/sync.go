@@ -176,11 +176,14 @@ type cachedEntries struct {
 }
 
 // object is the cached Secret or ConfigMap, or for a SecretProviderClass
-// its newest report (see newestReport), or nil.
+// the report that set its content (see classState), or nil.
 func (c *Controller) object(kind, namespace, name string) any {
 	if kind == wellknown.KindSecretProviderClass {
-		if r := c.newestReport(namespace, name); r != nil {
-			return r
+		// Not before every report is known: a part could be stale.
+		if c.providersSynced != nil && c.providersSynced() {
+			if r := c.classState(informers.InputKey(kind, namespace, name)); r != nil {
+				return r
+			}
 		}
 		return nil
 	}
@@ -424,6 +427,10 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	var badPatterns []string
 	for _, ref := range workload.Inputs(tmplObj) {
 		if ref.Kind == wellknown.KindSecretProviderClass && c.providerStatuses == nil {
+			if named[ref.ID()] {
+				c.recorder.Event(obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonInvalidAnnotation, fmt.Sprintf(
+					"%s names %s, but courier runs without --reload-csi, so it does not read the Secrets Store CSI driver's reports and the class reloads nothing", wellknown.ReloadOn, ref.ID()))
+			}
 			continue // without --reload-csi, CSI volumes are no inputs
 		}
 		m, _ := c.object(ref.Kind, k.Namespace, ref.Name).(metav1.Object)

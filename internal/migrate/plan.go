@@ -338,8 +338,6 @@ func planWorkload(w status.Workload, tmpl *corev1.PodTemplateSpec, f map[string]
 			obj.add(wellknown.ReloadMinInterval, f[k], a)
 		case k == "reloader.stakater.com/rollout-strategy", strings.HasSuffix(k, "reloader.stakater.com/pause-period"):
 			obj.note(k, "courier always rolls out through the workload's own strategy (courier.dev/config-hash in the pod template); there is no restart or pause mode (Reloader's pause-period on a Deployment's own metadata becomes courier.dev/reload-min-interval)")
-		case strings.HasPrefix(k, "secretproviderclass."):
-			obj.note(k, "courier does not watch CSI SecretProviderClasses")
 		}
 	}
 	if obj.Add == nil && len(obj.NotHonoured) == 0 {
