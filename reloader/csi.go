@@ -93,6 +93,13 @@ func reportEntries(u *unstructured.Unstructured) []content.Entry {
 	return out
 }
 
+// classOf is the class a SecretProviderClassPodStatus (or its tombstone)
+// reports on, and the class's InputKey.
+func classOf(obj any) (namespace, class, ik string, ok bool) {
+	namespace, class, ok = informers.ProviderClassOf(obj)
+	return namespace, class, informers.InputKey(wellknown.KindSecretProviderClass, namespace, class), ok
+}
+
 // providerHandler keeps classState and queues the consumers of a class
 // whose content moved (see above). Reports listed at the informer's start
 // seed it with the newest; the sync compares that with the baselines.
@@ -104,11 +111,10 @@ func (c *Controller) providerHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			ns, class, ok := informers.ProviderClassOf(obj)
+			_, _, ik, ok := classOf(obj)
 			if !ok {
 				return
 			}
-			ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
 			u := obj.(*unstructured.Unstructured)
 			known := c.classState(ik)
 			switch {
@@ -120,17 +126,18 @@ func (c *Controller) providerHandler() cache.ResourceEventHandler {
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			ns, class, ok := informers.ProviderClassOf(newObj)
+			_, _, ik, ok := classOf(newObj)
 			if !ok {
 				return
 			}
-			ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
 			u := newObj.(*unstructured.Unstructured)
-			known := c.classState(ik)
-			was := content.Hash(reportEntries(oldObj.(*unstructured.Unstructured)))
 			now := content.Hash(reportEntries(u))
-			if was == now || (known != nil && (content.Hash(reportEntries(known)) == now || !newerVersion(u.GetResourceVersion(), known.GetResourceVersion()))) {
-				return // not a rotation, or one to what the class holds already
+			if now == content.Hash(reportEntries(oldObj.(*unstructured.Unstructured))) {
+				return // not a rotation
+			}
+			if known := c.classState(ik); known != nil &&
+				(now == content.Hash(reportEntries(known)) || !newerVersion(u.GetResourceVersion(), known.GetResourceVersion())) {
+				return // a rotation to what the class holds already, or older than it
 			}
 			set(ik, u)
 			if c.consumed(ik) && c.storms.changed(ik, c.opts.Clock.Now()) && c.queue.Open() {
@@ -140,11 +147,10 @@ func (c *Controller) providerHandler() cache.ResourceEventHandler {
 			c.enqueueConsumers(ik, true)
 		},
 		DeleteFunc: func(obj any) {
-			ns, class, ok := informers.ProviderClassOf(informers.Unwrap(obj))
+			ns, class, ik, ok := classOf(obj)
 			if !ok {
 				return
 			}
-			ik := informers.InputKey(wellknown.KindSecretProviderClass, ns, class)
 			if c.newestReport(ns, class) == nil && !c.consumed(ik) {
 				c.mu.Lock()
 				delete(c.providers, ik) // nothing reports on it, nothing consumes it

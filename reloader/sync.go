@@ -605,22 +605,23 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.forgetTemplate(w.GetUID())
 		return nil
 	}
-	if k.Kind == workload.Job && w.GetDeletionTimestamp() != nil {
-		return nil // going away: nothing to recreate
-	}
-	if k.Kind == workload.Job && workload.NeverStarted(obj) {
-		// Suspended since its creation: no pod of it has read the old
-		// content, and the ones it starts read the new.
-		return c.write(ctx, k, info, w, via, dg, d.baseline, nil)
-	}
-	if k.Kind == workload.Job && workload.Finished(obj) && w.GetAnnotations()[wellknown.ReloadFinished] != "true" {
-		// Its work is done: recreating it would run it again. Nothing is
-		// written, so if it asks later, the change is still to roll out.
-		c.metrics.skipped.WithLabelValues(skipFinished).Inc()
-		c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonJobFinished, fmt.Sprintf(
-			"%s changed, but this Job has finished, so courier does not recreate it (that would run it again); annotate it %s: \"true\" to have it recreated for such changes",
-			strings.Join(d.changed, ", "), wellknown.ReloadFinished))
-		return c.keepPending(ctx, k, info, w, via, dg, d)
+	if k.Kind == workload.Job {
+		switch {
+		case w.GetDeletionTimestamp() != nil:
+			return nil // going away: nothing to recreate
+		case workload.NeverStarted(obj):
+			// Suspended since its creation: no pod of it has read the old
+			// content, and the ones it starts read the new.
+			return c.write(ctx, k, info, w, via, dg, d.baseline, nil)
+		case workload.Finished(obj) && w.GetAnnotations()[wellknown.ReloadFinished] != "true":
+			// Its work is done: recreating it would run it again. Nothing
+			// is written, so if it asks later, the change is still to roll out.
+			c.metrics.skipped.WithLabelValues(skipFinished).Inc()
+			c.recorder.Event(obj.(runtime.Object), corev1.EventTypeNormal, wellknown.ReasonJobFinished, fmt.Sprintf(
+				"%s changed, but this Job has finished, so courier does not recreate it (that would run it again); annotate it %s: \"true\" to have it recreated for such changes",
+				strings.Join(d.changed, ", "), wellknown.ReloadFinished))
+			return c.keepPending(ctx, k, info, w, via, dg, d)
+		}
 	}
 	if until, ok := c.suppressed(k, d.changed); ok {
 		// Nothing is written: the baseline stays what the pods were given,
