@@ -48,7 +48,7 @@ image:
 	  --binary linux/amd64=$(CURDIR)/bin/courier-linux-amd64 --binary linux/arm64=$(CURDIR)/bin/courier-linux-arm64
 	@echo "bin/courier-image.tar: $(IMAGE)"
 
-## release: DIST (dist/) for VERSION: image index, install.yaml and Helm chart (image pinned by digest), SBOM, binaries, SHA256SUMS [about 6 min cold (four cross-builds), 25 s warm]
+## release: DIST (dist/) for VERSION: image index, install.yaml and Helm chart (image pinned by digest), SBOM, provenance, binaries, SHA256SUMS, signed with COSIGN_KEY/COSIGN_PASSWORD (UNSIGNED=1: not) [about 8 min cold (four cross-builds, cosign), 25 s warm]
 release:
 	VERSION=$(VERSION) REVISION=$(REVISION) DIST=$(DIST) IMAGE_REPO=$(IMAGE_REPO) CONTROLPLANE="$(CONTROLPLANE)" release/release.sh
 

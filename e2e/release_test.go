@@ -11,6 +11,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -151,9 +152,11 @@ func imageBinaries(t *testing.T, tarball string) (string, map[string][]byte, map
 	return top.Manifests[0].Digest, bins, configs
 }
 
-// TestReleaseFilesInstallAndRun runs `make release` (twice: the
-// same commit gives the same files) and installs courier from those files
-// alone, as a user would: every file is in SHA256SUMS with its sum; the image index holds an amd64 and an arm64
+// TestReleaseFilesInstallAndRun runs `make release` with a cosign key pair
+// (twice: the same commit gives the same files, but for the signed ones),
+// verifies what it signed as a user would (verifyRelease) and installs
+// courier from those files alone: every file is in SHA256SUMS with its sum;
+// the image index holds an amd64 and an arm64
 // courier (checked as ELF, and the amd64 one run), labelled with the
 // version and commit; the SBOM lists the binary's Go modules; install.yaml
 // and the chart pin the image by the index's digest; `kubectl apply -f
@@ -162,11 +165,14 @@ func imageBinaries(t *testing.T, tarball string) (string, map[string][]byte, map
 // installed flags, leads and replicates.
 func TestReleaseFilesInstallAndRun(t *testing.T) {
 	ctx := t.Context()
+	cs := newCosign(t)
+	signingKey := cs.keyPair(t.TempDir())
 	release := func() string {
 		dist := t.TempDir()
 		rel := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+releaseVersion,
 			"REVISION="+releaseRevision, "DIST="+dist, "IMAGE_REPO="+releaseRepo, "CONTROLPLANE="+env.binDir)
 		rel.Dir = env.root
+		rel.Env = append(os.Environ(), "COSIGN_KEY="+signingKey, "COSIGN_PASSWORD="+cosignPassword, "COSIGN="+cs.bin)
 		start := time.Now()
 		if out, err := rel.CombinedOutput(); err != nil {
 			t.Fatalf("make release: %v\n%s", err, out)
@@ -177,12 +183,23 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 	dist := release()
 
 	// SHA256SUMS names every other file, with its sum; a second release of
-	// the same commit gives the same files.
+	// the same commit gives the same files, but for the signed ones
+	// (signatures are randomized; Helm stamps the chart's OCI manifest
+	// with the time of the push).
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := os.ReadFile(filepath.Join(release(), "SHA256SUMS")); err != nil || !bytes.Equal(again, sums) {
+	unsigned := func(sums []byte) string {
+		var keep []string
+		for _, line := range strings.Split(string(sums), "\n") {
+			if !strings.HasSuffix(line, ".cosign.tar") {
+				keep = append(keep, line)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	if again, err := os.ReadFile(filepath.Join(release(), "SHA256SUMS")); err != nil || unsigned(again) != unsigned(sums) {
 		t.Errorf("a second release of the same commit differs (%v):\n%s\nthe first:\n%s", err, again, sums)
 	}
 	listed := map[string]bool{}
@@ -199,15 +216,17 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
-		if !listed[e.Name()] && e.Name() != "SHA256SUMS" {
+		if !listed[e.Name()] && !slices.Contains([]string{"SHA256SUMS", "SHA256SUMS.sig", "cosign.pub"}, e.Name()) {
 			t.Errorf("%s is not in SHA256SUMS", e.Name())
 		}
 	}
-	want := []string{"SHA256SUMS", "courier-" + releaseVersion + ".cdx.json", "courier-" + releaseVersion + ".tgz"}
-	for _, p := range []string{"darwin-amd64", "darwin-arm64", "linux-amd64", "linux-arm64"} {
-		want = append(want, "courier-"+releaseVersion+"-"+p)
+	want := []string{"SHA256SUMS", "SHA256SUMS.sig", "cosign.pub", "install.yaml"}
+	for _, suffix := range []string{".cdx.json", ".provenance.json", ".tgz", "-darwin-amd64", "-darwin-arm64", "-linux-amd64", "-linux-arm64"} {
+		want = append(want, "courier-"+releaseVersion+suffix)
 	}
-	want = append(want, "courier-image-"+releaseVersion+".oci.tar", "install.yaml")
+	for _, f := range []string{"courier-image-%s.oci.tar", "courier-image-%s.cosign.tar", "courier-chart-%s.cosign.tar"} {
+		want = append(want, fmt.Sprintf(f, releaseVersion))
+	}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("dist holds %v, want %v", names, want)
@@ -215,6 +234,7 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 
 	// The image index: two platforms, each its own binary, labelled.
 	digest, bins, configs := imageBinaries(t, filepath.Join(dist, "courier-image-"+releaseVersion+".oci.tar"))
+	verifyRelease(t, cs, dist, digest)
 	machines := map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}
 	if len(bins) != len(machines) {
 		t.Errorf("the index holds platforms %v, want linux/amd64 and linux/arm64", slices.Collect(maps.Keys(bins)))

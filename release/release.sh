@@ -7,13 +7,28 @@
 #   courier-$VERSION.tgz              the Helm chart, appVersion $VERSION, image digest set
 #   courier-$VERSION.cdx.json         CycloneDX SBOM of the binary's Go modules
 #   courier-$VERSION-{linux,darwin}-{amd64,arm64}   the binary, for `courier status`
-#   SHA256SUMS
+#   courier-$VERSION.provenance.json  SLSA provenance v1 predicate (release/provenance)
+#   courier-image-$VERSION.cosign.tar the image index signed, as `cosign save` lays it out:
+#                                     image/ (index, signature, provenance and SBOM
+#                                     attestations), linux-amd64/ and linux-arm64/ (each
+#                                     platform image and its signature)
+#   courier-chart-$VERSION.cosign.tar chart/: the chart as an OCI artifact (helm push), signed
+#   SHA256SUMS                        every file above
+#   SHA256SUMS.sig                    cosign sign-blob of SHA256SUMS
+#   cosign.pub                        the public key of the signing key
 #
 # Environment: VERSION (required), REVISION (the commit), DIST (default
 # dist), IMAGE_REPO (default ghcr.io/courier-k8s/courier), CONTROLPLANE (the
-# directory holding helm and kubectl; default: built by e2e/tools/build.sh).
+# directory holding helm and kubectl; default: built by e2e/tools/build.sh),
+# COSIGN_KEY (the cosign private key: a file, or the PEM itself) and
+# COSIGN_PASSWORD (its password, may be empty), or UNSIGNED=1 for a release
+# without the three signed files, COURIER_BUILDER_ID (the provenance's builder).
+# Signing needs no network: cosign signs in a registry this script serves on
+# loopback (crane), with no transparency log upload, and saves the result.
 # The same commit built with the same Go release gives the same files, byte
-# for byte (whatever the machine's GOFLAGS, GOAMD64 or umask).
+# for byte (whatever the machine's GOFLAGS, GOAMD64 or umask), apart from
+# the signed files: signatures are randomized (ECDSA), and Helm stamps the
+# chart's OCI manifest with the time of the push.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,12 +39,22 @@ DIST=${DIST:-dist}
 IMAGE_REPO=${IMAGE_REPO:-ghcr.io/courier-k8s/courier}
 CONTROLPLANE=${CONTROLPLANE:-$(e2e/tools/build.sh)}
 case $REVISION in *-dirty) echo "release: warning: the tree has uncommitted changes ($REVISION)" >&2 ;; esac
+if [ "${UNSIGNED:-}" != 1 ]; then
+  if [ -z "${COSIGN_KEY:-}" ] || [ -z "${COSIGN_PASSWORD+set}" ]; then
+    echo "release: set COSIGN_KEY (a cosign private key file, or its PEM) and COSIGN_PASSWORD (its password, may be empty);" \
+      "\`cosign generate-key-pair\` makes a pair (release/build-cosign.sh builds cosign). UNSIGNED=1 releases without signatures." >&2
+    exit 2
+  fi
+  case $COSIGN_KEY in -----BEGIN*) keyref=env://COSIGN_KEY ;; *) keyref=$COSIGN_KEY ;; esac
+  COSIGN=${COSIGN:-$(release/build-cosign.sh)}
+fi
 
 mkdir -p "$DIST"
 DIST=$(cd "$DIST" && pwd)
-rm -f "$DIST"/courier-* "$DIST"/install.yaml "$DIST"/SHA256SUMS
+rm -f "$DIST"/courier-* "$DIST"/install.yaml "$DIST"/SHA256SUMS "$DIST"/SHA256SUMS.sig "$DIST"/cosign.pub
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+registry_pid=
+trap '[ -z "$registry_pid" ] || kill "$registry_pid"; rm -rf "$work"' EXIT
 
 ldflags="-s -w -X github.com/courier-k8s/courier/internal/version.version=$VERSION -X github.com/courier-k8s/courier/internal/version.revision=$REVISION"
 for plat in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
@@ -80,6 +105,63 @@ tar -C "$work/unpacked" --sort=name --mtime="@$mtime" --mode=u=rwX,go=rX --owner
   --format=ustar -cf - courier |
   gzip -9n >"$DIST/courier-$VERSION.tgz"
 
+echo "release: provenance" >&2
+(cd release && go run ./provenance --command "make release VERSION=$VERSION REVISION=$REVISION IMAGE_REPO=$IMAGE_REPO" \
+  --version "$VERSION" --revision "$REVISION" --image-repo "$IMAGE_REPO" --ldflags "$ldflags" "$DIST"/courier-"$VERSION"-*-*) \
+  >"$DIST/courier-$VERSION.provenance.json"
+
+if [ "${UNSIGNED:-}" != 1 ]; then
+  echo "release: signing with $COSIGN in a loopback registry" >&2
+  (cd release && go build -o "$work/crane" github.com/google/go-containerregistry/cmd/crane)
+  "$work/crane" registry serve --address 127.0.0.1:0 2>"$work/registry.log" &
+  registry_pid=$!
+  for _ in $(seq 100); do grep -q 'serving on port' "$work/registry.log" && break; sleep 0.1; done
+  port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$work/registry.log")
+  [ -n "$port" ] || { echo "release: the loopback registry did not start:" >&2; cat "$work/registry.log" >&2; exit 1; }
+  reg=127.0.0.1:$port
+  cosign() { "$COSIGN" "$@" >&2; }
+  signing=(--yes --key "$keyref" --tlog-upload=false)
+  # One deterministic tar of a directory's layouts; a blob two layouts share
+  # is stored once (a hard link).
+  pack() {
+    local dir=$1 out=$2
+    find "$dir" -type f -exec chmod 0644 {} +
+    (cd "$dir" && find . -path '*/blobs/sha256/*' -type f | sort | while read -r f; do
+      first=$(find . -path "*/blobs/sha256/$(basename "$f")" -type f | sort | head -n 1)
+      [ "$first" = "$f" ] || ln -f "$first" "$f"
+    done)
+    tar -C "$dir" --sort=name --mtime="@$mtime" --mode=u=rwX,go=rX --owner=0 --group=0 --numeric-owner \
+      --format=ustar -cf "$out" $(cd "$dir" && ls)
+  }
+
+  mkdir -p "$work/layout" "$work/signed-image" "$work/signed-chart"
+  tar -xf "$DIST/courier-image-$VERSION.oci.tar" -C "$work/layout"
+  pushed=$("$work/crane" push "$work/layout" "$reg/courier:$VERSION" 2>/dev/null)
+  [ "$pushed" = "$reg/courier@$digest" ] || { echo "release: pushed $pushed, want digest $digest" >&2; exit 1; }
+  cosign sign "${signing[@]}" --recursive --sign-container-identity "$IMAGE_REPO" "$pushed"
+  cosign attest "${signing[@]}" --type slsaprovenance1 --predicate "$DIST/courier-$VERSION.provenance.json" "$pushed"
+  cosign attest "${signing[@]}" --type cyclonedx --predicate "$DIST/courier-$VERSION.cdx.json" "$pushed"
+  cosign save --dir "$work/signed-image/image" "$pushed"
+  for plat in linux/amd64 linux/arm64; do
+    cosign save --dir "$work/signed-image/${plat/\//-}" "$reg/courier@$("$work/crane" digest --platform "$plat" "$pushed")"
+  done
+  pack "$work/signed-image" "$DIST/courier-image-$VERSION.cosign.tar"
+
+  chart_repo=${IMAGE_REPO%/*}/charts/courier
+  pushed=$(HOME=$work HELM_CACHE_HOME=$work/helm HELM_CONFIG_HOME=$work/helm HELM_DATA_HOME=$work/helm \
+    "$CONTROLPLANE/helm" push --plain-http "$DIST/courier-$VERSION.tgz" "oci://$reg/charts" 2>&1)
+  chart_digest=$(sed -n 's/^Digest: //p' <<<"$pushed")
+  [ -n "$chart_digest" ] || { echo "release: helm push: $pushed" >&2; exit 1; }
+  cosign sign "${signing[@]}" --sign-container-identity "$chart_repo" "$reg/charts/courier@$chart_digest"
+  cosign save --dir "$work/signed-chart/chart" "$reg/charts/courier@$chart_digest"
+  pack "$work/signed-chart" "$DIST/courier-chart-$VERSION.cosign.tar"
+fi
+
 (cd "$DIST" && sha256sum courier-* install.yaml >SHA256SUMS)
+if [ "${UNSIGNED:-}" != 1 ]; then
+  cosign sign-blob "${signing[@]}" --output-signature "$DIST/SHA256SUMS.sig" "$DIST/SHA256SUMS"
+  "$COSIGN" public-key --key "$keyref" >"$DIST/cosign.pub"
+  chmod 0644 "$DIST/SHA256SUMS.sig"
+fi
 echo "release: $DIST (image $IMAGE_REPO:$VERSION@$digest)" >&2
 ls -l "$DIST" >&2

@@ -1,0 +1,448 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The password of the key pair the release test signs with.
+const cosignPassword = "e2e-cosign-password-7f3a"
+
+// cosign is the cosign the project's script builds (pinned, cached), run
+// as a user on a machine with no network would: any request to a host other
+// than loopback goes to a closed loopback port (cosign tries Sigstore's
+// public TUF repository before it falls back to the key it is given).
+type cosign struct {
+	t   *testing.T
+	bin string
+	env []string
+}
+
+func newCosign(t *testing.T) *cosign {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), filepath.Join(env.root, "release/build-cosign.sh")).Output()
+	if err != nil {
+		t.Fatalf("release/build-cosign.sh: %v", err)
+	}
+	return &cosign{t: t, bin: strings.TrimSpace(string(out)), env: append(os.Environ(),
+		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "TUF_ROOT="+t.TempDir(),
+		"COSIGN_PASSWORD="+cosignPassword)}
+}
+
+func (c *cosign) run(dir string, args ...string) (stdout, stderr string, err error) {
+	cmd := exec.CommandContext(c.t.Context(), c.bin, args...)
+	cmd.Dir, cmd.Env = dir, c.env
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// keyPair writes a new key pair into dir: cosign.key, cosign.pub.
+func (c *cosign) keyPair(dir string) string {
+	if _, stderr, err := c.run(dir, "generate-key-pair"); err != nil {
+		c.t.Fatalf("cosign generate-key-pair: %v\n%s", err, stderr)
+	}
+	return filepath.Join(dir, "cosign.key")
+}
+
+// verified runs a cosign verification that must pass and returns its stdout.
+func (c *cosign) verified(what string, args ...string) string {
+	c.t.Helper()
+	stdout, stderr, err := c.run("", args...)
+	if err != nil {
+		c.t.Errorf("%s: cosign %s: %v\n%s", what, strings.Join(args, " "), err, stderr)
+	}
+	return stdout
+}
+
+// refused runs a cosign verification that must fail.
+func (c *cosign) refused(what string, args ...string) {
+	c.t.Helper()
+	if _, stderr, err := c.run("", args...); err == nil {
+		c.t.Errorf("%s: cosign %s passed; it must fail", what, strings.Join(args, " "))
+	} else {
+		c.t.Logf("%s: cosign refuses, as it must: %s", what, lastLine(stderr))
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// The parts of cosign's output the checks read.
+type simpleSigning struct {
+	Critical struct {
+		Identity struct {
+			DockerReference string `json:"docker-reference"`
+		} `json:"identity"`
+		Image struct {
+			DockerManifestDigest string `json:"docker-manifest-digest"`
+		} `json:"image"`
+	} `json:"critical"`
+}
+
+type inTotoStatement struct {
+	PredicateType string `json:"predicateType"`
+	Subject       []struct {
+		Digest map[string]string `json:"digest"`
+	} `json:"subject"`
+	Predicate json.RawMessage `json:"predicate"`
+}
+
+// verifyRelease plays a user who has only dist/ and cosign, on a machine
+// with no network: SHA256SUMS is signed by the key; the image index, each
+// platform image and the chart, as `cosign save` laid them out, carry a
+// signature by the key naming their digest; the index carries a SLSA
+// provenance and a CycloneDX SBOM attestation equal to the files shipped
+// beside them; `cosign load` into a registry (crane's, on loopback) gives
+// an image whose index, platform images and attestations verify there. One
+// byte changed in the image, the chart, an attestation or SHA256SUMS makes
+// the verification that covers it fail.
+func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
+	pub := filepath.Join(dist, "cosign.pub")
+	key := []string{"--key", pub, "--insecure-ignore-tlog=true"}
+	sums := filepath.Join(dist, "SHA256SUMS")
+	cs.verified("SHA256SUMS", append([]string{"verify-blob", "--signature", sums + ".sig"}, append(key, sums)...)...)
+
+	layouts := t.TempDir()
+	for _, f := range []string{"courier-image-" + releaseVersion + ".cosign.tar", "courier-chart-" + releaseVersion + ".cosign.tar"} {
+		if out, err := exec.Command("tar", "-xf", filepath.Join(dist, f), "-C", layouts).CombinedOutput(); err != nil {
+			t.Fatalf("tar -xf %s: %v\n%s", f, err, out)
+		}
+	}
+	dir := func(name string) string { return filepath.Join(layouts, name) }
+	verifyLayout := func(what, layout, wantDigest, wantRef string) {
+		t.Helper()
+		out := cs.verified(what, append([]string{"verify", "--local-image", layout}, key...)...)
+		var sigs []simpleSigning
+		if err := json.Unmarshal([]byte(out), &sigs); err != nil || len(sigs) != 1 ||
+			sigs[0].Critical.Image.DockerManifestDigest != wantDigest || sigs[0].Critical.Identity.DockerReference != wantRef {
+			t.Errorf("%s: cosign verify says %s (%v), want one signature of %s as %s", what, out, err, wantDigest, wantRef)
+		}
+	}
+	verifyLayout("the image index", dir("image"), digest, releaseRepo)
+	platforms := layoutIndex(t, dir("image"), digest)
+	if len(platforms) != 2 {
+		t.Fatalf("the index lists %d images, want 2", len(platforms))
+	}
+	for _, m := range platforms {
+		plat := m.Platform.OS + "-" + m.Platform.Architecture
+		verifyLayout(plat, dir(plat), m.Digest, releaseRepo)
+	}
+	chartDigest, chartLayer := chartArtifact(t, dir("chart"))
+	verifyLayout("the chart", dir("chart"), chartDigest, "registry.example/charts/courier")
+	if tgz, _ := os.ReadFile(filepath.Join(dist, "courier-"+releaseVersion+".tgz")); !bytes.Equal(tgz, chartLayer) {
+		t.Error("the signed chart artifact's layer is not courier-" + releaseVersion + ".tgz")
+	}
+
+	// The attestations: signed, about the index, equal to the files shipped.
+	for typ, file := range map[string]string{
+		"slsaprovenance1": "courier-" + releaseVersion + ".provenance.json",
+		"cyclonedx":       "courier-" + releaseVersion + ".cdx.json",
+	} {
+		out := cs.verified(typ+" attestation", append([]string{"verify-attestation", "--type", typ, "--local-image", dir("image")}, key...)...)
+		st := attestation(t, out)
+		want, _ := os.ReadFile(filepath.Join(dist, file))
+		if len(st.Subject) != 1 || "sha256:"+st.Subject[0].Digest["sha256"] != digest || !jsonEqual(st.Predicate, want) {
+			t.Errorf("%s attestation: subject %+v, predicate equal to %s: %v", typ, st.Subject, file, jsonEqual(st.Predicate, want))
+		}
+		if typ == "slsaprovenance1" && st.PredicateType != "https://slsa.dev/provenance/v1" {
+			t.Errorf("provenance predicate type %q", st.PredicateType)
+		}
+	}
+	checkProvenance(t, filepath.Join(dist, "courier-"+releaseVersion+".provenance.json"))
+
+	// One byte changed, each where a user's check covers it.
+	tamper := func(what, file string, find func([]byte) int, check func(layouts string)) {
+		t.Helper()
+		copyDir := t.TempDir()
+		if err := os.CopyFS(copyDir, os.DirFS(layouts)); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(copyDir, file)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := find(b)
+		b[i] ^= 0x01
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("changed byte %d of %s (%s)", i, file, what)
+		check(copyDir)
+	}
+	inDigest := func(b []byte) int { return bytes.Index(b, []byte(`"sha256:`)) + 12 }
+	middle := func(b []byte) int { return len(b) / 2 }
+	tamper("the image index", "image/blobs/sha256/"+strings.TrimPrefix(digest, "sha256:"), inDigest, func(l string) {
+		cs.refused("image index changed", append([]string{"verify", "--local-image", filepath.Join(l, "image")}, key...)...)
+	})
+	tamper("the chart", "chart/blobs/sha256/"+strings.TrimPrefix(chartDigest, "sha256:"), inDigest, func(l string) {
+		cs.refused("chart manifest changed", append([]string{"verify", "--local-image", filepath.Join(l, "chart")}, key...)...)
+	})
+	attBlob := attestationBlob(t, dir("image"))
+	tamper("the provenance attestation", "image/blobs/sha256/"+attBlob, func(b []byte) int {
+		return bytes.Index(b, []byte(`"payload":"`)) + 200
+	}, func(l string) {
+		cs.refused("attestation changed", append([]string{"verify-attestation", "--type", "slsaprovenance1", "--local-image", filepath.Join(l, "image")}, key...)...)
+	})
+	// A layer's bytes are not in any signature; its digest is, in the signed
+	// manifest, and a registry refuses a blob whose content does not match.
+	reg := craneRegistry(t)
+	largest := largestBlob(t, dir("linux-amd64"))
+	tamper("the amd64 image's layer", "linux-amd64/blobs/sha256/"+largest, middle, func(l string) {
+		if _, stderr, err := cs.run("", "load", "--dir", filepath.Join(l, "linux-amd64"), reg+"/tampered"); err == nil {
+			t.Error("cosign load of an image whose layer changed passed; the registry must refuse the blob")
+		} else {
+			t.Logf("cosign load of a changed layer refused: %s", lastLine(stderr))
+		}
+	})
+	for _, f := range []string{"SHA256SUMS", "SHA256SUMS.sig"} {
+		copyDir := t.TempDir()
+		for _, g := range []string{"SHA256SUMS", "SHA256SUMS.sig"} {
+			b, _ := os.ReadFile(filepath.Join(dist, g))
+			if g == f {
+				b[len(b)/2] ^= 0x01
+			}
+			_ = os.WriteFile(filepath.Join(copyDir, g), b, 0o644)
+		}
+		s := filepath.Join(copyDir, "SHA256SUMS")
+		cs.refused(f+" changed", append([]string{"verify-blob", "--signature", s + ".sig"}, append(key, s)...)...)
+	}
+
+	// What a cluster checks: the release loaded into a registry verifies there.
+	for _, l := range []string{"image", "linux-amd64", "linux-arm64"} {
+		if _, stderr, err := cs.run("", "load", "--dir", dir(l), reg+"/courier"); err != nil {
+			t.Fatalf("cosign load --dir %s: %v\n%s", l, err, stderr)
+		}
+	}
+	for _, d := range append([]string{digest}, platforms[0].Digest, platforms[1].Digest) {
+		cs.verified("in the registry: "+d, append([]string{"verify", reg + "/courier@" + d}, key...)...)
+	}
+	for _, typ := range []string{"slsaprovenance1", "cyclonedx"} {
+		cs.verified("in the registry: "+typ, append([]string{"verify-attestation", "--type", typ, reg + "/courier@" + digest}, key...)...)
+	}
+	other := cs.keyPair(t.TempDir())
+	cs.refused("another key", "verify", "--key", strings.TrimSuffix(other, ".key")+".pub", "--insecure-ignore-tlog=true", reg+"/courier@"+digest)
+}
+
+// layoutIndex reads the image index digest from an OCI layout and returns
+// its manifests.
+func layoutIndex(t *testing.T, layout, digest string) []ociDescriptor {
+	t.Helper()
+	var idx ociIndex
+	readJSON(t, filepath.Join(layout, "blobs/sha256", strings.TrimPrefix(digest, "sha256:")), &idx)
+	return idx.Manifests
+}
+
+// cosignEntry returns the digest of the layout entry cosign save marked kind.
+func cosignEntry(t *testing.T, layout, kind string) string {
+	t.Helper()
+	var top ociIndex
+	readJSON(t, filepath.Join(layout, "index.json"), &top)
+	for _, m := range top.Manifests {
+		if m.Annotations["kind"] == "dev.cosignproject.cosign/"+kind {
+			return m.Digest
+		}
+	}
+	t.Fatalf("%s: no %s entry in %+v", layout, kind, top)
+	return ""
+}
+
+// chartArtifact returns the chart's manifest digest and its one layer.
+func chartArtifact(t *testing.T, layout string) (string, []byte) {
+	t.Helper()
+	d := cosignEntry(t, layout, "image")
+	var m ociManifest
+	readJSON(t, filepath.Join(layout, "blobs/sha256", strings.TrimPrefix(d, "sha256:")), &m)
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != "application/vnd.cncf.helm.chart.content.v1.tar+gzip" {
+		t.Fatalf("the chart artifact's layers: %+v", m.Layers)
+	}
+	b, err := os.ReadFile(filepath.Join(layout, "blobs/sha256", strings.TrimPrefix(m.Layers[0].Digest, "sha256:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, b
+}
+
+// attestationBlob returns the file name of the provenance attestation's
+// envelope in an image layout.
+func attestationBlob(t *testing.T, layout string) string {
+	t.Helper()
+	d := cosignEntry(t, layout, "atts")
+	var m ociManifest
+	readJSON(t, filepath.Join(layout, "blobs/sha256", strings.TrimPrefix(d, "sha256:")), &m)
+	for _, l := range m.Layers {
+		if l.Annotations["predicateType"] == "https://slsa.dev/provenance/v1" {
+			return strings.TrimPrefix(l.Digest, "sha256:")
+		}
+	}
+	t.Fatalf("no provenance layer in the attestations: %+v", m.Layers)
+	return ""
+}
+
+func largestBlob(t *testing.T, layout string) string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(layout, "blobs/sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	var size int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Size() > size {
+			name, size = e.Name(), info.Size()
+		}
+	}
+	return name
+}
+
+func readJSON(t *testing.T, path string, out any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, out)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// attestation decodes the one in-toto statement in cosign verify-attestation's output.
+func attestation(t *testing.T, out string) inTotoStatement {
+	t.Helper()
+	var env struct {
+		PayloadType string `json:"payloadType"`
+		Payload     string `json:"payload"`
+	}
+	var st inTotoStatement
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	err := json.Unmarshal([]byte(lines[0]), &env)
+	if err == nil {
+		var raw []byte
+		if raw, err = base64.StdEncoding.DecodeString(env.Payload); err == nil {
+			err = json.Unmarshal(raw, &st)
+		}
+	}
+	if err != nil || len(lines) != 1 || env.PayloadType != "application/vnd.in-toto+json" {
+		t.Fatalf("cosign verify-attestation printed %d lines (%v): %.300s", len(lines), err, out)
+	}
+	return st
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && jsonString(x) == jsonString(y)
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// checkProvenance reads the provenance a release shipped: the commit, the
+// command, the Go version and the modules compiled in, with go.sum's hashes.
+func checkProvenance(t *testing.T, path string) {
+	t.Helper()
+	var p struct {
+		BuildDefinition struct {
+			ExternalParameters struct {
+				Command, Version, Revision string
+			} `json:"externalParameters"`
+			InternalParameters struct {
+				GoVersion string `json:"goVersion"`
+			} `json:"internalParameters"`
+			ResolvedDependencies []struct {
+				URI    string            `json:"uri"`
+				Digest map[string]string `json:"digest"`
+			} `json:"resolvedDependencies"`
+		} `json:"buildDefinition"`
+		RunDetails struct {
+			Builder struct {
+				ID string `json:"id"`
+			} `json:"builder"`
+		} `json:"runDetails"`
+	}
+	readJSON(t, path, &p)
+	ext := p.BuildDefinition.ExternalParameters
+	if ext.Version != releaseVersion || ext.Revision != releaseRevision || !strings.HasPrefix(ext.Command, "make release VERSION="+releaseVersion) ||
+		!regexp.MustCompile(`^go1\.\d+`).MatchString(p.BuildDefinition.InternalParameters.GoVersion) || p.RunDetails.Builder.ID == "" {
+		t.Errorf("provenance: %+v, builder %q", p.BuildDefinition, p.RunDetails.Builder.ID)
+	}
+	gosum := map[string]bool{}
+	f, err := os.Open(filepath.Join(env.root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) == 3 {
+			gosum["pkg:golang/"+fields[0]+"@"+fields[1]] = true
+		}
+	}
+	var uris []string
+	for _, d := range p.BuildDefinition.ResolvedDependencies {
+		uris = append(uris, d.URI)
+		if strings.HasPrefix(d.URI, "pkg:golang/") && (!gosum[d.URI] || len(d.Digest["dirHash"]) != 64) {
+			t.Errorf("provenance names %s (%v), which go.sum does not", d.URI, d.Digest)
+		}
+	}
+	if !slices.ContainsFunc(uris, func(u string) bool { return strings.HasPrefix(u, "pkg:golang/k8s.io/client-go@") }) ||
+		!slices.Contains(uris, "git+https://github.com/courier-k8s/courier@"+releaseRevision) {
+		t.Errorf("provenance's resolved dependencies lack client-go or the source: %v", uris)
+	}
+}
+
+// craneRegistry serves an in-memory OCI registry (crane's, pinned by
+// release/go.mod) on loopback for the test's life and returns its address.
+func craneRegistry(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	crane := filepath.Join(dir, "crane")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", crane, "github.com/google/go-containerregistry/cmd/crane")
+	build.Dir = filepath.Join(env.root, "release")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build crane: %v\n%s", err, out)
+	}
+	logPath := filepath.Join(dir, "registry.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(crane, "registry", "serve", "--address", "127.0.0.1:0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	port := regexp.MustCompile(`serving on port (\d+)`)
+	var addr string
+	eventually(t, 20*time.Second, "crane's registry serving", func(context.Context) (bool, error) {
+		b, _ := os.ReadFile(logPath)
+		if m := port.FindSubmatch(b); m != nil {
+			addr = "127.0.0.1:" + string(m[1])
+		}
+		return addr != "", nil
+	})
+	return addr
+}
