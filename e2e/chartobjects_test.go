@@ -162,36 +162,38 @@ func TestHelmNetworkPolicyAllowsWhatCourierNeeds(t *testing.T) {
 	}
 }
 
-// prometheusOperator is the Prometheus Operator release whose CRDs the
-// chart's monitoring objects are checked against: from the Go module proxy
-// (its module holds them in example/prometheus-operator-crd), cached in
-// the module cache.
-const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+// The releases whose CRDs the chart's optional objects are checked
+// against, from the Go module proxy (cached in the module cache): the
+// Prometheus Operator's module holds them in example/prometheus-operator-crd,
+// the Vertical Pod Autoscaler's in deploy/.
+const (
+	prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+	verticalAutoscaler = "k8s.io/autoscaler/vertical-pod-autoscaler@v1.8.1"
+)
 
-// installMonitoringCRDs applies the Prometheus Operator's ServiceMonitor,
-// PodMonitor and PrometheusRule CRDs and waits until they are served.
-func installMonitoringCRDs(t *testing.T) {
+// installModuleCRDs applies CRD files of a module (paths in it) and waits
+// until each of group's resources is served.
+func installModuleCRDs(t *testing.T, module string, files []string, gv schema.GroupVersion, resources ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "go", "mod", "download", "-json", prometheusOperator)
+	cmd := exec.CommandContext(t.Context(), "go", "mod", "download", "-json", module)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go mod download %s: %v\n%s", prometheusOperator, err, out)
-	}
 	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s: %v\n%s", prometheusOperator, err, out)
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
 	}
-	for _, kind := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
-		file := filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
+	if err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download %s: %v\n%s", module, err, out)
+	}
+	for _, f := range files {
+		file := filepath.Join(mod.Dir, f)
 		if out, err := kubectl(t.Context(), "apply", "--server-side", "--force-conflicts", "-f", file); err != nil {
 			t.Fatalf("apply %s: %v\n%s", file, err, out)
 		}
 	}
-	eventually(t, converge, "the monitoring kinds served", func(ctx context.Context) (bool, error) {
-		for _, r := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
-			gvr := schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: r}
-			if _, err := dynamicAdmin(t).Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	eventually(t, converge, module+"'s kinds served", func(ctx context.Context) (bool, error) {
+		for _, r := range resources {
+			if _, err := dynamicAdmin(t).Resource(gv.WithResource(r)).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 				return false, nil
 			}
 		}
@@ -199,35 +201,74 @@ func installMonitoringCRDs(t *testing.T) {
 	})
 }
 
-// SPEC (install, chart monitoring): the ServiceMonitor, the PodMonitor
-// (instead of it) and the PrometheusRule the chart renders are accepted by
-// an API server serving the Prometheus Operator's CRDs, and the NetworkPolicy
-// by any.
+// installMonitoringCRDs applies the Prometheus Operator's ServiceMonitor,
+// PodMonitor and PrometheusRule CRDs.
+func installMonitoringCRDs(t *testing.T) {
+	t.Helper()
+	kinds := []string{"servicemonitors", "podmonitors", "prometheusrules"}
+	var files []string
+	for _, k := range kinds {
+		files = append(files, "example/prometheus-operator-crd/monitoring.coreos.com_"+k+".yaml")
+	}
+	installModuleCRDs(t, prometheusOperator, files, schema.GroupVersion{Group: "monitoring.coreos.com", Version: "v1"}, kinds...)
+}
+
+// SPEC (install, chart monitoring and autoscaling): the ServiceMonitor, the
+// PodMonitor (instead of it) and the PrometheusRule the chart renders are
+// accepted by an API server serving the Prometheus Operator's CRDs, the
+// VerticalPodAutoscaler by one serving the VPA's, and the NetworkPolicy by
+// any.
 func TestHelmMonitoringObjectsAreAcceptedByTheirCRDs(t *testing.T) {
 	installMonitoringCRDs(t)
+	installModuleCRDs(t, verticalAutoscaler, []string{"deploy/vpa-v1-crd-gen.yaml"},
+		schema.GroupVersion{Group: "autoscaling.k8s.io", Version: "v1"}, "verticalpodautoscalers")
 	ns := newNamespace(t, "monitoring-objects", nil)
-	for _, set := range [][]string{
-		{"--set=serviceMonitor.enabled=true,prometheusRule.enabled=true"},
-		{"--set=podMonitor.enabled=true,podMonitor.labels.release=prom", "--set=networkPolicy.enabled=true"},
+	resources := map[string]string{"NetworkPolicy": "networkpolicies", "VerticalPodAutoscaler": "verticalpodautoscalers"}
+	for _, c := range []struct {
+		set  []string
+		want int
+	}{
+		{[]string{"--set=serviceMonitor.enabled=true,prometheusRule.enabled=true"}, 2},
+		{[]string{"--set=podMonitor.enabled=true,podMonitor.labels.release=prom", "--set=networkPolicy.enabled=true"}, 2},
+		{[]string{"--set=verticalPodAutoscaler.enabled=true,verticalPodAutoscaler.updateMode=Off",
+			"--set=verticalPodAutoscaler.minAllowed.cpu=50m,verticalPodAutoscaler.maxAllowed.memory=1Gi"}, 1},
+		{[]string{"--set=verticalPodAutoscaler.enabled=true,verticalPodAutoscaler.controlledResources={memory}",
+			"--set=verticalPodAutoscaler.controlledValues=RequestsAndLimits"}, 1},
 	} {
-		objs := helmTemplate(t, append(set, "--set=namespace.name="+ns, "--set=commonAnnotations.owner=platform")...)
+		objs := helmTemplate(t, append(c.set, "--set=namespace.name="+ns, "--set=commonAnnotations.owner=platform")...)
 		n := 0
 		for key, o := range objs {
 			u := &unstructured.Unstructured{Object: o}
-			if u.GetAPIVersion() != "monitoring.coreos.com/v1" && u.GetKind() != "NetworkPolicy" {
+			gvk := u.GroupVersionKind()
+			r, optional := resources[gvk.Kind]
+			if gvk.Group == "monitoring.coreos.com" {
+				r, optional = strings.ToLower(gvk.Kind)+"s", true
+			}
+			if !optional {
 				continue
 			}
 			n++
-			gvr := schema.GroupVersionResource{Group: u.GroupVersionKind().Group, Version: "v1", Resource: strings.ToLower(u.GetKind()) + "s"}
-			if u.GetKind() == "NetworkPolicy" {
-				gvr.Resource = "networkpolicies"
+			if _, err := dynamicAdmin(t).Resource(gvk.GroupVersion().WithResource(r)).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Errorf("%v: %s refused: %v", c.set, key, err)
 			}
-			if _, err := dynamicAdmin(t).Resource(gvr).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-				t.Errorf("%v: %s refused: %v", set, key, err)
+			if gvk.Kind == "VerticalPodAutoscaler" {
+				checkVPA(t, u)
 			}
 		}
-		if n < 2 {
-			t.Errorf("%v: %d monitoring objects rendered, want 2", set, n)
+		if n != c.want {
+			t.Errorf("%v: %d optional objects rendered, want %d", c.set, n, c.want)
 		}
+	}
+}
+
+// checkVPA: the VerticalPodAutoscaler targets courier's Deployment and its
+// container, requests only unless told otherwise.
+func checkVPA(t *testing.T, u *unstructured.Unstructured) {
+	t.Helper()
+	target, _, _ := unstructured.NestedStringMap(u.Object, "spec", "targetRef")
+	policies, _, _ := unstructured.NestedSlice(u.Object, "spec", "resourcePolicy", "containerPolicies")
+	if target["kind"] != "Deployment" || target["name"] != "courier" || len(policies) != 1 ||
+		policies[0].(map[string]any)["containerName"] != "courier" {
+		t.Errorf("VerticalPodAutoscaler targets %v with policies %v; want Deployment courier, container courier", target, policies)
 	}
 }

@@ -180,6 +180,7 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 			"--set=config.kubeAPIQPS=100,config.kubeAPIBurst=200,config.replicatorWorkers=8,config.logLevel=debug,config.profiling=true",
 			"--set=image.digest=sha256:"+strings.Repeat("ab", 32)+",goMemLimit=",
 			"--set=nodeSelector.pool=infra,priorityClassName=system-cluster-critical,podAnnotations.a=b,podLabels.team=platform",
+			"--set=imagePullSecrets[0].name=regcred-4f1c",
 			"--set=replicas=3,podDisruptionBudget.enabled=false,guardPolicy.enabled=false,dashboard.enabled=false")
 		d := objs["Deployment/courier-system/courier"]
 		if d == nil {
@@ -210,6 +211,9 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 			if v, ok, _ := unstructured.NestedFieldNoCopy(d, p...); !ok || v == nil {
 				t.Errorf("Deployment lacks %s", strings.Join(p, "."))
 			}
+		}
+		if ps, _, _ := unstructured.NestedSlice(d, "spec", "template", "spec", "imagePullSecrets"); fmt.Sprint(ps) != "[map[name:regcred-4f1c]]" {
+			t.Errorf("imagePullSecrets %v, want [regcred-4f1c]", ps)
 		}
 		// Numbers from a values file reach templates as float64: large ones
 		// must still be plain integers on the command line, not 1e+06.
@@ -258,6 +262,10 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 		{"notifySecret.nam=x", "nam"},
 		{`commonLabels.app\.kubernetes\.io/name=x`, "commonLabels"},
 		{"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints"},
+		{"verticalPodAutoscaler.updateMode=Always", "updateMode"},
+		{"verticalPodAutoscaler.controlledResources={gpu}", "controlledResources"},
+		{"verticalPodAutoscaler.minAllowed.cpus=1", "cpus"},
+		{"imagePullSecrets[0].nam=regcred", "imagePullSecrets"},
 	} {
 		out, err := helm(t, "template", "courier", chartDir, "--set="+c.set)
 		if err == nil {

@@ -11,6 +11,8 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -24,6 +26,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -328,6 +331,7 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 			t.Errorf("helm show chart has no line %q: %v\n%s", line, err, out)
 		}
 	}
+	checkArtifactHub(t, out, filepath.Join(dist, "cosign.pub"))
 	ns := "courier-rel-" + testID()
 	uninstallAtEnd(t)
 	if out, err := helm(t, "install", "courier", chart, "--namespace=default", "--wait", "--timeout=120s", "--set=namespace.name="+ns); err != nil {
@@ -372,4 +376,36 @@ func runInstalled(t *testing.T, bin, ns, image string) {
 	createSecret(t, src, "db", withAnnotation(keyReplicateTo, "test="+id), withData("k", "v1"))
 	eventually(t, converge, "replica in "+dst, secretIn(dst, "db", map[string][]byte{"k": []byte("v1")}))
 	p.Stop()
+}
+
+// checkArtifactHub reads the released chart's Artifact Hub annotations: the
+// image is the release's, and signKey names the release key by the SHA-256
+// of its DER encoding.
+func checkArtifactHub(t *testing.T, chartYAML []byte, publicKey string) {
+	t.Helper()
+	var chart struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	var images []struct{ Image string }
+	var key struct{ Fingerprint, URL string }
+	err := yaml.Unmarshal(chartYAML, &chart)
+	if err == nil {
+		err = errors.Join(yaml.Unmarshal([]byte(chart.Annotations["artifacthub.io/images"]), &images),
+			yaml.Unmarshal([]byte(chart.Annotations["artifacthub.io/signKey"]), &key))
+	}
+	if err != nil {
+		t.Fatalf("the chart's Artifact Hub annotations: %v\n%s", err, chartYAML)
+	}
+	if len(images) != 1 || images[0].Image != releaseRepo+":"+releaseVersion {
+		t.Errorf("artifacthub.io/images %+v, want %s:%s", images, releaseRepo, releaseVersion)
+	}
+	pemBytes, _ := os.ReadFile(publicKey)
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		t.Fatalf("%s is not PEM", publicKey)
+	}
+	if sum := sha256.Sum256(block.Bytes); !strings.EqualFold(key.Fingerprint, hex.EncodeToString(sum[:])) ||
+		!strings.HasSuffix(key.URL, "/v"+releaseVersion+"/cosign.pub") {
+		t.Errorf("artifacthub.io/signKey %+v, want the fingerprint %x", key, sum)
+	}
 }

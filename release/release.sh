@@ -4,7 +4,8 @@
 #
 #   courier-image-$VERSION.oci.tar   OCI image index, linux/amd64 + linux/arm64
 #   install.yaml                      kubectl apply -f: manifests/, image pinned by digest
-#   courier-$VERSION.tgz              the Helm chart, appVersion $VERSION, image digest set
+#   courier-$VERSION.tgz              the Helm chart, appVersion $VERSION, image digest set,
+#                                     Artifact Hub's images, changes and signKey (release/chartmeta)
 #   courier-$VERSION.cdx.json         CycloneDX SBOM of the binary's Go modules
 #   courier-$VERSION-{linux,darwin}-{amd64,arm64}   the binary, for `courier status`
 #   courier-$VERSION.provenance.json  SLSA provenance v1 predicate (release/provenance)
@@ -22,7 +23,9 @@
 # directory holding helm and kubectl; default: built by e2e/tools/build.sh),
 # COSIGN_KEY (the cosign private key: a file, or the PEM itself) and
 # COSIGN_PASSWORD (its password, may be empty), or UNSIGNED=1 for a release
-# without the three signed files, COURIER_BUILDER_ID (the provenance's builder).
+# without the three signed files, COURIER_BUILDER_ID (the provenance's builder),
+# COSIGN_PUBLIC_KEY_URL (where the chart's Artifact Hub signKey says the
+# public key is; default: this release's cosign.pub on GitHub).
 # Signing needs no network: cosign signs in a registry this script serves on
 # loopback (crane), with no transparency log upload, and saves the result.
 # The same commit built with the same Go release gives the same files, byte
@@ -92,6 +95,12 @@ EOF
 
 echo "release: Helm chart" >&2
 cp -r charts/courier "$work/courier"
+meta=(--chart "$work/courier/Chart.yaml" --version "$VERSION" --image "$IMAGE_REPO:$VERSION" --changelog "$root/CHANGELOG.md")
+if [ "${UNSIGNED:-}" != 1 ]; then
+  "$COSIGN" public-key --key "$keyref" >"$DIST/cosign.pub"
+  meta+=(--public-key "$DIST/cosign.pub" --key-url "${COSIGN_PUBLIC_KEY_URL:-https://github.com/courier-k8s/courier/releases/download/v$VERSION/cosign.pub}")
+fi
+(cd release && go run ./chartmeta "${meta[@]}")
 sed -i -e "s|^  repository: .*|  repository: $IMAGE_REPO|" -e "s|^  digest: \"\"|  digest: \"$digest\"|" "$work/courier/values.yaml"
 grep -q "^  digest: \"$digest\"" "$work/courier/values.yaml" || { echo "release: could not set image.digest in values.yaml" >&2; exit 1; }
 HOME=$work HELM_CACHE_HOME=$work/helm HELM_CONFIG_HOME=$work/helm HELM_DATA_HOME=$work/helm \
@@ -160,7 +169,6 @@ fi
 (cd "$DIST" && sha256sum courier-* install.yaml >SHA256SUMS)
 if [ "${UNSIGNED:-}" != 1 ]; then
   cosign sign-blob "${signing[@]}" --output-signature "$DIST/SHA256SUMS.sig" "$DIST/SHA256SUMS"
-  "$COSIGN" public-key --key "$keyref" >"$DIST/cosign.pub"
   chmod 0644 "$DIST/SHA256SUMS.sig"
 fi
 echo "release: $DIST (image $IMAGE_REPO:$VERSION@$digest)" >&2
