@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The password of the key pair the release test signs with.
@@ -445,4 +448,71 @@ func craneRegistry(t *testing.T) string {
 		return addr != "", nil
 	})
 	return addr
+}
+
+// kyverno is the Kyverno release whose ClusterPolicy CRD the documented
+// verifyImages policies are checked against (from the Go module proxy).
+const kyverno = "github.com/kyverno/kyverno@v1.19.1"
+
+// documentedPolicies returns the YAML blocks of README.md and
+// docs/install.md that are Kyverno ClusterPolicies, with the public key
+// placeholder replaced by pub.
+func documentedPolicies(t *testing.T, pub []byte) map[string]string {
+	t.Helper()
+	policies := map[string]string{}
+	for _, doc := range []string{"README.md", "docs/install.md"} {
+		b, err := os.ReadFile(filepath.Join(env.root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := strings.Split(string(b), "```")
+		for i := 1; i < len(blocks); i += 2 {
+			block, ok := strings.CutPrefix(blocks[i], "yaml\n")
+			if !ok || !strings.Contains(block, "kind: ClusterPolicy") {
+				continue
+			}
+			var lines []string
+			for _, line := range strings.Split(block, "\n") {
+				indent, isKey := strings.CutSuffix(line, "-----BEGIN PUBLIC KEY-----")
+				if isKey {
+					for _, k := range strings.Split(strings.TrimSpace(string(pub)), "\n") {
+						lines = append(lines, indent+k)
+					}
+					continue
+				}
+				if strings.Contains(line, "PUBLIC KEY-----") || strings.Contains(line, "...the content of cosign.pub...") {
+					continue
+				}
+				lines = append(lines, line)
+			}
+			policies[fmt.Sprintf("%s, block %d", doc, i/2+1)] = strings.Join(lines, "\n")
+		}
+	}
+	if len(policies) < 2 {
+		t.Fatalf("found %d Kyverno policies in README.md and docs/install.md, want 2", len(policies))
+	}
+	return policies
+}
+
+// SPEC (release, verifying): the Kyverno verifyImages policies the README
+// and docs/install.md show are valid ClusterPolicies for Kyverno's CRD
+// (strict field validation: a misspelt field is an error), with a real key.
+func TestDocumentedKyvernoPoliciesAreValid(t *testing.T) {
+	installModuleCRDs(t, kyverno, []string{"config/crds/kyverno/kyverno.io_clusterpolicies.yaml"},
+		schema.GroupVersion{Group: "kyverno.io", Version: "v1"}, "clusterpolicies")
+	cs := newCosign(t)
+	key := cs.keyPair(t.TempDir())
+	pub, err := os.ReadFile(strings.TrimSuffix(key, ".key") + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, policy := range documentedPolicies(t, pub) {
+		file := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(file, []byte(policy), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl(t.Context(), "create", "--dry-run=server", "--validate=strict", "-f", file); err != nil {
+			t.Errorf("%s: %v\n%s\n%s", where, err, out, policy)
+		}
+	}
 }
