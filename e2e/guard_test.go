@@ -32,7 +32,7 @@ func TestEditedReplicaIsRevertedToTheSource(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			updateSecret(t, dst, "cfg", tt.change)
-			eventually(t, converge, "reverted", func(ctx context.Context) (bool, error) {
+			withinSpec(t, "reverted", func(ctx context.Context) (bool, error) {
 				r, err := getSecret(ctx, dst, "cfg")
 				if err != nil {
 					return false, err

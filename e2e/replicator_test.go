@@ -140,25 +140,27 @@ func TestEverySelectorForm(t *testing.T) {
 	}
 }
 
+// SPEC (replication, lifecycle): each transition converges within one
+// second (withinSpec: asserted with the stated slack).
 func TestReplicaLifecycle(t *testing.T) {
 	s := setupReplication(t)
 	sel := "env=prod,test=" + s.id
 	first := s.target(t, "first", map[string]string{"env": "prod"})
 	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, sel), withData("v", "1"))
 	v1 := map[string][]byte{"v": []byte("1")}
-	eventually(t, converge, "replica created", secretIn(first, "app", v1))
+	withinSpec(t, "replica created", secretIn(first, "app", v1))
 
 	later := s.target(t, "later", map[string]string{"env": "prod"})
-	eventually(t, converge, "new matching namespace gets a replica", secretIn(later, "app", v1))
+	withinSpec(t, "new matching namespace gets a replica", secretIn(later, "app", v1))
 
 	setNamespaceLabels(t, later, func(l map[string]string) { l["env"] = "dev" })
-	eventually(t, converge, "namespace relabelled out: replica deleted", secretGone(later, "app"))
+	withinSpec(t, "namespace relabelled out: replica deleted", secretGone(later, "app"))
 	setNamespaceLabels(t, later, func(l map[string]string) { l["env"] = "prod" })
-	eventually(t, converge, "namespace relabelled in: replica created", secretIn(later, "app", v1))
+	withinSpec(t, "namespace relabelled in: replica created", secretIn(later, "app", v1))
 
 	updateSecret(t, s.src, "app", func(x *corev1.Secret) { x.Data["v"] = []byte("2") })
 	v2 := map[string][]byte{"v": []byte("2")}
-	eventually(t, converge, "source change reaches every replica", func(ctx context.Context) (bool, error) {
+	withinSpec(t, "source change reaches every replica", func(ctx context.Context) (bool, error) {
 		ok, err := secretIn(first, "app", v2)(ctx)
 		if !ok || err != nil {
 			return ok, err
@@ -167,21 +169,21 @@ func TestReplicaLifecycle(t *testing.T) {
 	})
 
 	deleteSecret(t, first, "app")
-	eventually(t, converge, "deleted replica recreated", secretIn(first, "app", v2))
+	withinSpec(t, "deleted replica recreated", secretIn(first, "app", v2))
 
 	updateSecret(t, s.src, "app", func(x *corev1.Secret) {
 		x.Annotations[keyReplicateTo] = "kubernetes.io/metadata.name=" + first
 	})
-	eventually(t, converge, "selector narrowed: replica no longer targeted deleted", secretGone(later, "app"))
+	withinSpec(t, "selector narrowed: replica no longer targeted deleted", secretGone(later, "app"))
 	consistently(t, quiet, "still-targeted replica kept", secretIn(first, "app", v2))
 
 	updateSecret(t, s.src, "app", func(x *corev1.Secret) { delete(x.Annotations, keyReplicateTo) })
-	eventually(t, converge, "annotation removed: replicas deleted", secretGone(first, "app"))
+	withinSpec(t, "annotation removed: replicas deleted", secretGone(first, "app"))
 
 	updateSecret(t, s.src, "app", func(x *corev1.Secret) { x.Annotations = map[string]string{keyReplicateTo: sel} })
-	eventually(t, converge, "annotation back: replicas again", secretIn(later, "app", v2))
+	withinSpec(t, "annotation back: replicas again", secretIn(later, "app", v2))
 	deleteSecret(t, s.src, "app")
-	eventually(t, converge, "source deleted: replicas deleted", func(ctx context.Context) (bool, error) {
+	withinSpec(t, "source deleted: replicas deleted", func(ctx context.Context) (bool, error) {
 		ok, err := secretGone(first, "app")(ctx)
 		if !ok || err != nil {
 			return ok, err
@@ -221,7 +223,7 @@ func TestImmutableAndTypeChangesRecreateTheReplica(t *testing.T) {
 	before, _ := getSecret(t.Context(), dst, "tls")
 
 	updateSecret(t, s.src, "tls", func(x *corev1.Secret) { x.Immutable = ptr.To(true) })
-	eventually(t, converge, "immutable replica recreated", func(ctx context.Context) (bool, error) {
+	withinSpec(t, "immutable replica recreated", func(ctx context.Context) (bool, error) {
 		r, err := getSecret(ctx, dst, "tls")
 		if err != nil {
 			return false, nil
@@ -233,7 +235,7 @@ func TestImmutableAndTypeChangesRecreateTheReplica(t *testing.T) {
 	deleteSecret(t, s.src, "tls")
 	createSecret(t, s.src, "tls", withAnnotation(keyReplicateTo, "test="+s.id),
 		func(x *corev1.Secret) { x.Type = "example.com/custom" }, withData("k", "v2"))
-	eventually(t, converge, "replica has the new type", func(ctx context.Context) (bool, error) {
+	withinSpec(t, "replica has the new type", func(ctx context.Context) (bool, error) {
 		r, err := getSecret(ctx, dst, "tls")
 		if err != nil {
 			return false, nil
