@@ -240,7 +240,63 @@ func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
 		cs.verified("in the registry: "+typ, append([]string{"verify-attestation", "--type", typ, reg + "/courier@" + digest}, key...)...)
 	}
 	other := cs.keyPair(t.TempDir())
-	cs.refused("another key", "verify", "--key", strings.TrimSuffix(other, ".key")+".pub", "--insecure-ignore-tlog=true", reg+"/courier@"+digest)
+	otherPub := strings.TrimSuffix(other, ".key") + ".pub"
+	cs.refused("another key", "verify", "--key", otherPub, "--insecure-ignore-tlog=true", reg+"/courier@"+digest)
+
+	kyvernoAdmitsOnlyTheSignedImage(t, reg, digest, pub, otherPub)
+}
+
+// kyvernoAdmitsOnlyTheSignedImage applies each verifyImages policy the docs
+// show, for the release's key, with the Kyverno CLI (the engine Kyverno's
+// admission controller runs, pinned, built by e2e/tools/build-kyverno.sh) to
+// a Pod of the image in reg: it passes; the same policy for another key, and
+// the same image pushed without its signatures, fail.
+func kyvernoAdmitsOnlyTheSignedImage(t *testing.T, reg, digest, pub, otherPub string) {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), filepath.Join(env.root, "e2e/tools/build-kyverno.sh")).Output()
+	if err != nil {
+		t.Fatalf("e2e/tools/build-kyverno.sh: %v", err)
+	}
+	kyverno := strings.TrimSpace(string(out))
+	// The same image, without its signatures or attestations.
+	unsigned := reg + "/courier-unsigned@" + digest
+	if out, err := exec.CommandContext(t.Context(), craneBin(t), "copy", reg+"/courier@"+digest, unsigned).CombinedOutput(); err != nil {
+		t.Fatalf("crane copy: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	apply := func(policy, image string) (string, error) {
+		pod := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: courier\n  namespace: default\nspec:\n  containers:\n    - name: courier\n      image: %s\n", image)
+		if err := os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(pod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(policy), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(t.Context(), kyverno, "apply", "policy.yaml", "--resource", "pod.yaml")
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	forRegistry := func(policy string) string {
+		for _, repo := range []string{"ghcr.io/courier-k8s/courier*", "registry.example/courier*"} {
+			policy = strings.ReplaceAll(policy, repo, reg+"/courier*")
+		}
+		return policy
+	}
+	key, _ := os.ReadFile(pub)
+	otherKey, _ := os.ReadFile(otherPub)
+	others := documentedPolicies(t, otherKey)
+	for where, policy := range documentedPolicies(t, key) {
+		if out, err := apply(forRegistry(policy), reg+"/courier@"+digest); err != nil || !strings.Contains(out, "fail: 0") {
+			t.Errorf("%s: kyverno apply refuses the signed image: %v\n%s", where, err, out)
+		}
+		if out, err := apply(forRegistry(policy), unsigned); err == nil || !strings.Contains(out, "no signatures found") {
+			t.Errorf("%s: kyverno apply admits the image without its signatures: %v\n%s", where, err, out)
+		}
+		if out, err := apply(forRegistry(others[where]), reg+"/courier@"+digest); err == nil || !strings.Contains(out, "no matching signatures") {
+			t.Errorf("%s: the policy for another key admits the image: %v\n%s", where, err, out)
+		}
+	}
 }
 
 // layoutIndex reads the image index digest from an OCI layout and returns
@@ -416,12 +472,7 @@ func checkProvenance(t *testing.T, path string) {
 func craneRegistry(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	crane := filepath.Join(dir, "crane")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", crane, "github.com/google/go-containerregistry/cmd/crane")
-	build.Dir = filepath.Join(env.root, "release")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build crane: %v\n%s", err, out)
-	}
+	crane := craneBin(t)
 	logPath := filepath.Join(dir, "registry.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -515,4 +566,16 @@ func TestDocumentedKyvernoPoliciesAreValid(t *testing.T) {
 			t.Errorf("%s: %v\n%s\n%s", where, err, out, policy)
 		}
 	}
+}
+
+// craneBin builds crane (release/go.mod pins it) into a directory of t's.
+func craneBin(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "crane")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", path, "github.com/google/go-containerregistry/cmd/crane")
+	build.Dir = filepath.Join(env.root, "release")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build crane: %v\n%s", err, out)
+	}
+	return path
 }
