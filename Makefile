@@ -64,7 +64,7 @@ run: build
 ## check: lint and unit tests, the inner loop (no control plane needed)
 check: lint unit
 
-## test: check, then the end-to-end tests against the local control plane and the benchmark on a tiny dataset (what CI runs) [about 25 min; the first run on a machine also builds the control plane and the integrations, about 17 min]
+## test: check, then the end-to-end tests against the local control plane and the benchmark on a tiny dataset (what CI runs) [about 25 min; the first run on a machine also builds the control plane, the integrations, cosign and the Kyverno CLI, about 23 min]
 test: check
 	$(MAKE) e2e
 	$(MAKE) bench-smoke
@@ -75,8 +75,12 @@ unit:
 	cd release && $(GO) test -race -count=1 ./...
 
 ## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too) [about 21 min]
+# cosign and the Kyverno CLI (the release test's verifiers) are built, when
+# cold, before the suite's timeout starts.
 e2e: prometheus
-	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
+	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" \
+	  COURIER_COSIGN="$$(release/build-cosign.sh)" COURIER_KYVERNO="$$(e2e/tools/build-kyverno.sh)" \
+	  $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
 
 ## test-integrations: only the end-to-end tests with Argo Rollouts and External Secrets Operator (part of make e2e) [a few minutes; the first run on a machine builds both, about 9 min]
 test-integrations:

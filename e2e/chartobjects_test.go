@@ -252,7 +252,7 @@ func TestHelmMonitoringObjectsAreAcceptedByTheirCRDs(t *testing.T) {
 				t.Errorf("%v: %s refused: %v", c.set, key, err)
 			}
 			if gvk.Kind == "VerticalPodAutoscaler" {
-				checkVPA(t, u)
+				checkVPA(t, u, c.set)
 			}
 		}
 		if n != c.want {
@@ -262,13 +262,17 @@ func TestHelmMonitoringObjectsAreAcceptedByTheirCRDs(t *testing.T) {
 }
 
 // checkVPA: the VerticalPodAutoscaler targets courier's Deployment and its
-// container, requests only unless told otherwise.
-func checkVPA(t *testing.T, u *unstructured.Unstructured) {
+// container, and controls requests only unless the values say otherwise.
+func checkVPA(t *testing.T, u *unstructured.Unstructured, set []string) {
 	t.Helper()
 	target, _, _ := unstructured.NestedStringMap(u.Object, "spec", "targetRef")
 	policies, _, _ := unstructured.NestedSlice(u.Object, "spec", "resourcePolicy", "containerPolicies")
+	want := "RequestsOnly"
+	if strings.Contains(strings.Join(set, ","), "controlledValues=RequestsAndLimits") {
+		want = "RequestsAndLimits"
+	}
 	if target["kind"] != "Deployment" || target["name"] != "courier" || len(policies) != 1 ||
-		policies[0].(map[string]any)["containerName"] != "courier" {
-		t.Errorf("VerticalPodAutoscaler targets %v with policies %v; want Deployment courier, container courier", target, policies)
+		policies[0].(map[string]any)["containerName"] != "courier" || policies[0].(map[string]any)["controlledValues"] != want {
+		t.Errorf("VerticalPodAutoscaler targets %v with policies %v; want Deployment courier, container courier, %s", target, policies, want)
 	}
 }

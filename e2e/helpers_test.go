@@ -24,10 +24,10 @@ const converge = 5 * time.Second
 // specBound is SPEC.md's convergence bound ("within one second on an idle
 // cluster"); specSlack is what its assertion adds for the poll interval
 // (50 ms) and a shared 2-core CI machine running courier with the race
-// detector. docs/SPEC.md states both.
+// detector, where one stalled second is not rare. docs/SPEC.md states both.
 const (
 	specBound = time.Second
-	specSlack = 500 * time.Millisecond
+	specSlack = time.Second
 )
 
 // withinSpec waits as eventually does, then fails the test when cond took

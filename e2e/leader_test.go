@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	mathrand "math/rand"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,8 +190,14 @@ func TestFailoverWithinTheLeaseAtAnyPointOfTheRenewCycle(t *testing.T) {
 	ns := newNamespace(t, "courier-failover", nil)
 	args := []string{"--namespace=" + ns, "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms"}
 	seed := time.Now().UnixNano()
+	if v := os.Getenv("COURIER_E2E_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("COURIER_E2E_SEED: %v", err)
+		}
+	}
 	rng := mathrand.New(mathrand.NewSource(seed))
-	t.Logf("seed %d", seed)
+	t.Logf("seed %d (COURIER_E2E_SEED=%d replays these kill points)", seed, seed)
 
 	renewTime := func(ctx context.Context) (time.Time, string) {
 		l, err := admin().CoordinationV1().Leases(ns).Get(ctx, "courier", metav1.GetOptions{})
@@ -234,15 +241,15 @@ func TestFailoverWithinTheLeaseAtAnyPointOfTheRenewCycle(t *testing.T) {
 
 	// SIGTERM: the leader releases the Lease; the standby, polling every
 	// retry period with client-go's jitter (up to 2.2 periods apart), takes
-	// it at its next poll. Asserted with 600 ms of slack: the leader stops
-	// its workers before it releases the Lease (about 350 ms here), and the
-	// metric is polled every 20 ms.
+	// it at its next poll. Asserted with one second of slack: the leader
+	// stops its workers before it releases the Lease (about 350 ms on an
+	// idle machine), and the metric is polled every 20 ms.
 	leader.Signal(syscall.SIGTERM)
 	stopped := time.Now()
 	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, standby.isLeader); err != nil {
 		t.Fatal("the standby did not lead within 10 s of the leader's SIGTERM")
 	}
-	bound := time.Duration((1+leaderelection.JitterFactor)*float64(retry)) + 600*time.Millisecond
+	bound := time.Duration((1+leaderelection.JitterFactor)*float64(retry)) + time.Second
 	if handover := time.Since(stopped); handover > bound {
 		t.Errorf("handover after SIGTERM took %s; the documented bound is 2.2 retry periods (%s with slack)", handover.Round(time.Millisecond), bound)
 	} else {

@@ -183,6 +183,23 @@ func TestReleaseFilesInstallAndRun(t *testing.T) {
 		t.Logf("make release: %s", time.Since(start).Round(time.Second))
 		return dist
 	}
+	// Refused before anything is built: no key; a key that is not the one
+	// the project publishes.
+	otherKey := cs.keyPair(t.TempDir())
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"COSIGN_KEY="}, "set COSIGN_KEY"},
+		{[]string{"COSIGN_KEY=" + signingKey, "COSIGN_PASSWORD=" + cosignPassword, "COSIGN_PUBLIC_KEY=" + strings.TrimSuffix(otherKey, ".key") + ".pub"}, "is not the key of"},
+	} {
+		rel := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+releaseVersion,
+			"REVISION="+releaseRevision, "DIST="+t.TempDir(), "CONTROLPLANE="+env.binDir)
+		rel.Dir, rel.Env = env.root, append(os.Environ(), append(c.env, "COSIGN="+cs.bin)...)
+		if out, err := rel.CombinedOutput(); err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("make release with %v: %v, want a refusal saying %q:\n%s", c.env, err, c.want, out)
+		}
+	}
 	dist := release()
 
 	// SHA256SUMS names every other file, with its sum; a second release of

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -35,13 +36,30 @@ type cosign struct {
 
 func newCosign(t *testing.T) *cosign {
 	t.Helper()
-	out, err := exec.CommandContext(t.Context(), filepath.Join(env.root, "release/build-cosign.sh")).Output()
-	if err != nil {
-		t.Fatalf("release/build-cosign.sh: %v", err)
+	bin := builtTool(t, "COURIER_COSIGN", "release/build-cosign.sh")
+	return &cosign{t: t, bin: bin, env: append(offlineEnv(t.TempDir()), "COSIGN_PASSWORD="+cosignPassword)}
+}
+
+// builtTool is the binary the environment variable names (make e2e builds
+// it before the suite starts), or else what the project's script builds.
+func builtTool(t *testing.T, variable, script string) string {
+	t.Helper()
+	if bin := os.Getenv(variable); bin != "" {
+		return bin
 	}
-	return &cosign{t: t, bin: strings.TrimSpace(string(out)), env: append(os.Environ(),
-		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "TUF_ROOT="+t.TempDir(),
-		"COSIGN_PASSWORD="+cosignPassword)}
+	out, err := exec.CommandContext(t.Context(), filepath.Join(env.root, script)).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", script, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// offlineEnv is the environment of a tool that must reach loopback only:
+// any other host goes through a proxy on a closed loopback port; home
+// (HOME, TUF_ROOT) is a directory of the test's.
+func offlineEnv(home string) []string {
+	return append(os.Environ(), "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9",
+		"NO_PROXY=127.0.0.1,localhost", "HOME="+home, "TUF_ROOT="+home)
 }
 
 func (c *cosign) run(dir string, args ...string) (stdout, stderr string, err error) {
@@ -71,12 +89,17 @@ func (c *cosign) verified(what string, args ...string) string {
 	return stdout
 }
 
-// refused runs a cosign verification that must fail.
-func (c *cosign) refused(what string, args ...string) {
+// refused runs a cosign verification that must fail with an error that
+// says why (want).
+func (c *cosign) refused(what, want string, args ...string) {
 	c.t.Helper()
-	if _, stderr, err := c.run("", args...); err == nil {
+	_, stderr, err := c.run("", args...)
+	switch {
+	case err == nil:
 		c.t.Errorf("%s: cosign %s passed; it must fail", what, strings.Join(args, " "))
-	} else {
+	case !strings.Contains(stderr, want):
+		c.t.Errorf("%s: cosign %s failed, but not with %q:\n%s", what, strings.Join(args, " "), want, stderr)
+	default:
 		c.t.Logf("%s: cosign refuses, as it must: %s", what, lastLine(stderr))
 	}
 }
@@ -170,7 +193,7 @@ func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
 	checkProvenance(t, filepath.Join(dist, "courier-"+releaseVersion+".provenance.json"))
 
 	// One byte changed, each where a user's check covers it.
-	tamper := func(what, file string, find func([]byte) int, check func(layouts string)) {
+	tamper := func(what, file string, change func(t *testing.T, b []byte) []byte, check func(layouts string)) {
 		t.Helper()
 		copyDir := t.TempDir()
 		if err := os.CopyFS(copyDir, os.DirFS(layouts)); err != nil {
@@ -181,27 +204,52 @@ func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := find(b)
-		b[i] ^= 0x01
-		if err := os.WriteFile(path, b, 0o644); err != nil {
+		if err := os.WriteFile(path, change(t, b), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("changed byte %d of %s (%s)", i, file, what)
+		t.Logf("changed one byte of %s (%s)", file, what)
 		check(copyDir)
 	}
-	inDigest := func(b []byte) int { return bytes.Index(b, []byte(`"sha256:`)) + 12 }
-	middle := func(b []byte) int { return len(b) / 2 }
+	// inDigest changes one hex digit of the first digest a manifest names:
+	// still a well-formed manifest, of another digest.
+	inDigest := func(t *testing.T, b []byte) []byte {
+		i := bytes.Index(b, []byte(`"sha256:`))
+		if i < 0 {
+			t.Fatalf("no digest in %.200s", b)
+		}
+		i += len(`"sha256:`)
+		b[i] = map[bool]byte{true: '1', false: '0'}[b[i] == '0']
+		return b
+	}
+	middle := func(_ *testing.T, b []byte) []byte { b[len(b)/2] ^= 0x01; return b }
 	tamper("the image index", "image/blobs/sha256/"+strings.TrimPrefix(digest, "sha256:"), inDigest, func(l string) {
-		cs.refused("image index changed", append([]string{"verify", "--local-image", filepath.Join(l, "image")}, key...)...)
+		cs.refused("image index changed", "no matching signatures", append([]string{"verify", "--local-image", filepath.Join(l, "image")}, key...)...)
 	})
 	tamper("the chart", "chart/blobs/sha256/"+strings.TrimPrefix(chartDigest, "sha256:"), inDigest, func(l string) {
-		cs.refused("chart manifest changed", append([]string{"verify", "--local-image", filepath.Join(l, "chart")}, key...)...)
+		cs.refused("chart manifest changed", "no matching signatures", append([]string{"verify", "--local-image", filepath.Join(l, "chart")}, key...)...)
 	})
+	// The provenance statement with one byte of its revision changed, in an
+	// envelope that is otherwise intact: the provenance attestation no
+	// longer verifies, the SBOM's still does.
 	attBlob := attestationBlob(t, dir("image"))
-	tamper("the provenance attestation", "image/blobs/sha256/"+attBlob, func(b []byte) int {
-		return bytes.Index(b, []byte(`"payload":"`)) + 200
+	tamper("the provenance attestation", "image/blobs/sha256/"+attBlob, func(t *testing.T, b []byte) []byte {
+		var env map[string]any
+		if err := json.Unmarshal(b, &env); err != nil {
+			t.Fatal(err)
+		}
+		payload, err := base64.StdEncoding.DecodeString(env["payload"].(string))
+		i := bytes.Index(payload, []byte(releaseRevision))
+		if err != nil || i < 0 {
+			t.Fatalf("the provenance envelope's payload (%v) does not name %s", err, releaseRevision)
+		}
+		payload[i] ^= 0x20 // e → E
+		env["payload"] = base64.StdEncoding.EncodeToString(payload)
+		out, _ := json.Marshal(env)
+		return out
 	}, func(l string) {
-		cs.refused("attestation changed", append([]string{"verify-attestation", "--type", "slsaprovenance1", "--local-image", filepath.Join(l, "image")}, key...)...)
+		cs.refused("attestation changed", "none of the attestations matched the predicate type",
+			append([]string{"verify-attestation", "--type", "slsaprovenance1", "--local-image", filepath.Join(l, "image")}, key...)...)
+		cs.verified("the SBOM beside a changed provenance", append([]string{"verify-attestation", "--type", "cyclonedx", "--local-image", filepath.Join(l, "image")}, key...)...)
 	})
 	// A layer's bytes are not in any signature; its digest is, in the signed
 	// manifest, and a registry refuses a blob whose content does not match.
@@ -224,7 +272,7 @@ func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
 			_ = os.WriteFile(filepath.Join(copyDir, g), b, 0o644)
 		}
 		s := filepath.Join(copyDir, "SHA256SUMS")
-		cs.refused(f+" changed", append([]string{"verify-blob", "--signature", s + ".sig"}, append(key, s)...)...)
+		cs.refused(f+" changed", "invalid signature", append([]string{"verify-blob", "--signature", s + ".sig"}, append(key, s)...)...)
 	}
 
 	// What a cluster checks: the release loaded into a registry verifies there.
@@ -241,7 +289,7 @@ func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
 	}
 	other := cs.keyPair(t.TempDir())
 	otherPub := strings.TrimSuffix(other, ".key") + ".pub"
-	cs.refused("another key", "verify", "--key", otherPub, "--insecure-ignore-tlog=true", reg+"/courier@"+digest)
+	cs.refused("another key", "no matching signatures", "verify", "--key", otherPub, "--insecure-ignore-tlog=true", reg+"/courier@"+digest)
 
 	kyvernoAdmitsOnlyTheSignedImage(t, reg, digest, pub, otherPub)
 }
@@ -253,11 +301,7 @@ func verifyRelease(t *testing.T, cs *cosign, dist, digest string) {
 // the same image pushed without its signatures, fail.
 func kyvernoAdmitsOnlyTheSignedImage(t *testing.T, reg, digest, pub, otherPub string) {
 	t.Helper()
-	out, err := exec.CommandContext(t.Context(), filepath.Join(env.root, "e2e/tools/build-kyverno.sh")).Output()
-	if err != nil {
-		t.Fatalf("e2e/tools/build-kyverno.sh: %v", err)
-	}
-	kyverno := strings.TrimSpace(string(out))
+	kyverno := builtTool(t, "COURIER_KYVERNO", "e2e/tools/build-kyverno.sh")
 	// The same image, without its signatures or attestations.
 	unsigned := reg + "/courier-unsigned@" + digest
 	if out, err := exec.CommandContext(t.Context(), craneBin(t), "copy", reg+"/courier@"+digest, unsigned).CombinedOutput(); err != nil {
@@ -273,7 +317,7 @@ func kyvernoAdmitsOnlyTheSignedImage(t *testing.T, reg, digest, pub, otherPub st
 			t.Fatal(err)
 		}
 		cmd := exec.CommandContext(t.Context(), kyverno, "apply", "policy.yaml", "--resource", "pod.yaml")
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "HOME="+dir)
+		cmd.Dir, cmd.Env = dir, offlineEnv(dir)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -287,7 +331,7 @@ func kyvernoAdmitsOnlyTheSignedImage(t *testing.T, reg, digest, pub, otherPub st
 	otherKey, _ := os.ReadFile(otherPub)
 	others := documentedPolicies(t, otherKey)
 	for where, policy := range documentedPolicies(t, key) {
-		if out, err := apply(forRegistry(policy), reg+"/courier@"+digest); err != nil || !strings.Contains(out, "fail: 0") {
+		if out, err := apply(forRegistry(policy), reg+"/courier@"+digest); err != nil || !regexp.MustCompile(`pass: [1-9]\d*, fail: 0,`).MatchString(out) {
 			t.Errorf("%s: kyverno apply refuses the signed image: %v\n%s", where, err, out)
 		}
 		if out, err := apply(forRegistry(policy), unsigned); err == nil || !strings.Contains(out, "no signatures found") {
@@ -442,7 +486,8 @@ func checkProvenance(t *testing.T, path string) {
 		!regexp.MustCompile(`^go1\.\d+`).MatchString(p.BuildDefinition.InternalParameters.GoVersion) || p.RunDetails.Builder.ID == "" {
 		t.Errorf("provenance: %+v, builder %q", p.BuildDefinition, p.RunDetails.Builder.ID)
 	}
-	gosum := map[string]bool{}
+	// go.sum's hash of each module's content, as the in-toto dirHash (hex).
+	gosum := map[string]string{}
 	f, err := os.Open(filepath.Join(env.root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -450,15 +495,19 @@ func checkProvenance(t *testing.T, path string) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) == 3 {
-			gosum["pkg:golang/"+fields[0]+"@"+fields[1]] = true
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 || strings.HasSuffix(fields[1], "/go.mod") {
+			continue
+		}
+		if raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(fields[2], "h1:")); err == nil {
+			gosum["pkg:golang/"+fields[0]+"@"+fields[1]] = hex.EncodeToString(raw)
 		}
 	}
 	var uris []string
 	for _, d := range p.BuildDefinition.ResolvedDependencies {
 		uris = append(uris, d.URI)
-		if strings.HasPrefix(d.URI, "pkg:golang/") && (!gosum[d.URI] || len(d.Digest["dirHash"]) != 64) {
-			t.Errorf("provenance names %s (%v), which go.sum does not", d.URI, d.Digest)
+		if want, ok := gosum[d.URI]; strings.HasPrefix(d.URI, "pkg:golang/") && (!ok || d.Digest["dirHash"] != want) {
+			t.Errorf("provenance names %s with %v; go.sum says %q", d.URI, d.Digest, want)
 		}
 	}
 	if !slices.ContainsFunc(uris, func(u string) bool { return strings.HasPrefix(u, "pkg:golang/k8s.io/client-go@") }) ||
@@ -501,9 +550,19 @@ func craneRegistry(t *testing.T) string {
 	return addr
 }
 
-// kyverno is the Kyverno release whose ClusterPolicy CRD the documented
-// verifyImages policies are checked against (from the Go module proxy).
-const kyverno = "github.com/kyverno/kyverno@v1.19.1"
+// kyvernoModule is the Kyverno release e2e/tools/kyverno/go.mod pins (the
+// CLI's), module@version, whose ClusterPolicy CRD the documented policies
+// are checked against.
+func kyvernoModule(t *testing.T) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Path}}@{{.Version}}", "github.com/kyverno/kyverno")
+	cmd.Dir = filepath.Join(env.root, "e2e/tools/kyverno")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m github.com/kyverno/kyverno in e2e/tools/kyverno: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
 
 // documentedPolicies returns the YAML blocks of README.md and
 // docs/install.md that are Kyverno ClusterPolicies, with the public key
@@ -549,7 +608,7 @@ func documentedPolicies(t *testing.T, pub []byte) map[string]string {
 // and docs/install.md show are valid ClusterPolicies for Kyverno's CRD
 // (strict field validation: a misspelt field is an error), with a real key.
 func TestDocumentedKyvernoPoliciesAreValid(t *testing.T) {
-	installModuleCRDs(t, kyverno, []string{"config/crds/kyverno/kyverno.io_clusterpolicies.yaml"},
+	installModuleCRDs(t, kyvernoModule(t), []string{"config/crds/kyverno/kyverno.io_clusterpolicies.yaml"},
 		schema.GroupVersion{Group: "kyverno.io", Version: "v1"}, "clusterpolicies")
 	cs := newCosign(t)
 	key := cs.keyPair(t.TempDir())

@@ -22,42 +22,78 @@
 # dist), IMAGE_REPO (default ghcr.io/courier-k8s/courier), CONTROLPLANE (the
 # directory holding helm and kubectl; default: built by e2e/tools/build.sh),
 # COSIGN_KEY (the cosign private key: a file, or the PEM itself) and
-# COSIGN_PASSWORD (its password, may be empty), or UNSIGNED=1 for a release
-# without the three signed files, COURIER_BUILDER_ID (the provenance's builder),
+# COSIGN_PASSWORD (its password, may be empty; a tree with uncommitted
+# changes is never signed), or UNSIGNED=1 for a release without the signed
+# files, SHA256SUMS.sig and cosign.pub, COSIGN_PUBLIC_KEY (the public key
+# COSIGN_KEY must match; default release/cosign.pub when the project commits
+# one), COURIER_BUILDER_ID (the provenance's builder),
 # COSIGN_PUBLIC_KEY_URL (where the chart's Artifact Hub signKey says the
 # public key is; default: this release's cosign.pub on GitHub).
 # Signing needs no network: cosign signs in a registry this script serves on
 # loopback (crane), with no transparency log upload, and saves the result.
 # The same commit built with the same Go release gives the same files, byte
 # for byte (whatever the machine's GOFLAGS, GOAMD64 or umask), apart from
-# the signed files: signatures are randomized (ECDSA), and Helm stamps the
+# the signed files and the lines of SHA256SUMS naming them (so SHA256SUMS and
+# its signature too): signatures are randomized (ECDSA), and Helm stamps the
 # chart's OCI manifest with the time of the push.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
 
 : "${VERSION:?set VERSION, e.g. VERSION=0.1.0}"
 REVISION=${REVISION:-unknown}
-DIST=${DIST:-dist}
 IMAGE_REPO=${IMAGE_REPO:-ghcr.io/courier-k8s/courier}
-CONTROLPLANE=${CONTROLPLANE:-$(e2e/tools/build.sh)}
-case $REVISION in *-dirty) echo "release: warning: the tree has uncommitted changes ($REVISION)" >&2 ;; esac
-if [ "${UNSIGNED:-}" != 1 ]; then
+# The signing key, checked before anything is built, and kept out of the
+# environment of every process but cosign (the wrapper below).
+signed=true
+[ "${UNSIGNED:-}" = 1 ] && signed=false
+if $signed; then
   if [ -z "${COSIGN_KEY:-}" ] || [ -z "${COSIGN_PASSWORD+set}" ]; then
     echo "release: set COSIGN_KEY (a cosign private key file, or its PEM) and COSIGN_PASSWORD (its password, may be empty);" \
       "\`cosign generate-key-pair\` makes a pair (release/build-cosign.sh builds cosign). UNSIGNED=1 releases without signatures." >&2
     exit 2
   fi
-  case $COSIGN_KEY in -----BEGIN*) keyref=env://COSIGN_KEY ;; *) keyref=$COSIGN_KEY ;; esac
+  case $REVISION in *-dirty)
+    echo "release: refusing to sign a tree with uncommitted changes ($REVISION): commit them, or UNSIGNED=1" >&2
+    exit 2 ;;
+  esac
+  key_pem=
+  if [ -f "$COSIGN_KEY" ]; then
+    keyref=$(cd "$(dirname "$COSIGN_KEY")" && pwd)/$(basename "$COSIGN_KEY")
+  elif [[ $COSIGN_KEY == *"PRIVATE KEY"* ]]; then
+    key_pem=$COSIGN_KEY keyref=env://COURIER_RELEASE_COSIGN_KEY
+  else
+    echo "release: COSIGN_KEY is neither a readable file nor a PEM private key" >&2
+    exit 2
+  fi
+  key_password=$COSIGN_PASSWORD
+  export -n COSIGN_KEY COSIGN_PASSWORD
+fi
+cd "$root"
+DIST=${DIST:-dist}
+CONTROLPLANE=${CONTROLPLANE:-$(e2e/tools/build.sh)}
+case $REVISION in *-dirty) echo "release: warning: the tree has uncommitted changes ($REVISION)" >&2 ;; esac
+work=$(mktemp -d)
+registry_pid=
+trap '[ -z "$registry_pid" ] || kill "$registry_pid"; rm -rf "$work"' EXIT
+if $signed; then
   COSIGN=${COSIGN:-$(release/build-cosign.sh)}
+  # cosign alone sees the key and its password; its output goes to stderr.
+  cosign() { COURIER_RELEASE_COSIGN_KEY=$key_pem COSIGN_PASSWORD=$key_password "$COSIGN" "$@" >&2; }
+  signing=(--yes --key "$keyref" --tlog-upload=false)
+  # The public key, checked against the one the project publishes
+  # (COSIGN_PUBLIC_KEY, default release/cosign.pub once committed).
+  COURIER_RELEASE_COSIGN_KEY=$key_pem COSIGN_PASSWORD=$key_password "$COSIGN" public-key --key "$keyref" >"$work/cosign.pub"
+  expected=${COSIGN_PUBLIC_KEY:-}
+  [ -n "$expected" ] || { [ -f release/cosign.pub ] && expected=release/cosign.pub; } || true
+  if [ -n "$expected" ] && ! cmp -s "$expected" "$work/cosign.pub"; then
+    echo "release: COSIGN_KEY is not the key of $expected, the public key the project publishes" >&2
+    exit 2
+  fi
 fi
 
 mkdir -p "$DIST"
 DIST=$(cd "$DIST" && pwd)
 rm -f "$DIST"/courier-* "$DIST"/install.yaml "$DIST"/SHA256SUMS "$DIST"/SHA256SUMS.sig "$DIST"/cosign.pub
-work=$(mktemp -d)
-registry_pid=
-trap '[ -z "$registry_pid" ] || kill "$registry_pid"; rm -rf "$work"' EXIT
 
 ldflags="-s -w -X github.com/courier-k8s/courier/internal/version.version=$VERSION -X github.com/courier-k8s/courier/internal/version.revision=$REVISION"
 for plat in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
@@ -96,8 +132,8 @@ EOF
 echo "release: Helm chart" >&2
 cp -r charts/courier "$work/courier"
 meta=(--chart "$work/courier/Chart.yaml" --version "$VERSION" --image "$IMAGE_REPO:$VERSION" --changelog "$root/CHANGELOG.md")
-if [ "${UNSIGNED:-}" != 1 ]; then
-  "$COSIGN" public-key --key "$keyref" >"$DIST/cosign.pub"
+if $signed; then
+  cp "$work/cosign.pub" "$DIST/cosign.pub"
   meta+=(--public-key "$DIST/cosign.pub" --key-url "${COSIGN_PUBLIC_KEY_URL:-https://github.com/courier-k8s/courier/releases/download/v$VERSION/cosign.pub}")
 fi
 (cd release && go run ./chartmeta "${meta[@]}")
@@ -119,7 +155,7 @@ echo "release: provenance" >&2
   --version "$VERSION" --revision "$REVISION" --image-repo "$IMAGE_REPO" --ldflags "$ldflags" "$DIST"/courier-"$VERSION"-*-*) \
   >"$DIST/courier-$VERSION.provenance.json"
 
-if [ "${UNSIGNED:-}" != 1 ]; then
+if $signed; then
   echo "release: signing with $COSIGN in a loopback registry" >&2
   (cd release && go build -o "$work/crane" github.com/google/go-containerregistry/cmd/crane)
   "$work/crane" registry serve --address 127.0.0.1:0 2>"$work/registry.log" &
@@ -128,8 +164,6 @@ if [ "${UNSIGNED:-}" != 1 ]; then
   port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$work/registry.log")
   [ -n "$port" ] || { echo "release: the loopback registry did not start:" >&2; cat "$work/registry.log" >&2; exit 1; }
   reg=127.0.0.1:$port
-  cosign() { "$COSIGN" "$@" >&2; }
-  signing=(--yes --key "$keyref" --tlog-upload=false)
   # One deterministic tar of a directory's layouts; a blob two layouts share
   # is stored once (a hard link).
   pack() {
@@ -145,7 +179,7 @@ if [ "${UNSIGNED:-}" != 1 ]; then
 
   mkdir -p "$work/layout" "$work/signed-image" "$work/signed-chart"
   tar -xf "$DIST/courier-image-$VERSION.oci.tar" -C "$work/layout"
-  pushed=$("$work/crane" push "$work/layout" "$reg/courier:$VERSION" 2>/dev/null)
+  pushed=$("$work/crane" push "$work/layout" "$reg/courier:$VERSION" 2>"$work/push.log") || { cat "$work/push.log" >&2; exit 1; }
   [ "$pushed" = "$reg/courier@$digest" ] || { echo "release: pushed $pushed, want digest $digest" >&2; exit 1; }
   cosign sign "${signing[@]}" --recursive --sign-container-identity "$IMAGE_REPO" "$pushed"
   cosign attest "${signing[@]}" --type slsaprovenance1 --predicate "$DIST/courier-$VERSION.provenance.json" "$pushed"
@@ -167,7 +201,7 @@ if [ "${UNSIGNED:-}" != 1 ]; then
 fi
 
 (cd "$DIST" && sha256sum courier-* install.yaml >SHA256SUMS)
-if [ "${UNSIGNED:-}" != 1 ]; then
+if $signed; then
   cosign sign-blob "${signing[@]}" --output-signature "$DIST/SHA256SUMS.sig" "$DIST/SHA256SUMS"
   chmod 0644 "$DIST/SHA256SUMS.sig"
 fi
