@@ -69,10 +69,11 @@ test: check
 	$(MAKE) e2e
 	$(MAKE) bench-smoke
 
-## unit: unit tests with the race detector (courier's packages and the release tools)
+## unit: unit tests with the race detector (courier's packages, the release tools and bench-scale's verdicts)
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	cd release && $(GO) test -race -count=1 ./...
+	cd e2e/bench/scale && $(GO) test -race -count=1 ./...
 
 ## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too) [about 21 min]
 # cosign and the Kyverno CLI (the release test's verifiers) are built, when
