@@ -159,6 +159,8 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 		zap.String("namespace", o.Namespace),
 		zap.Stringer("sourceNamespaces", o.SourceNamespaces),
 		zap.Stringer("excludeNamespaces", o.ExcludeNamespaces),
+		zap.Strings("watchNamespaces", o.WatchNamespaces),
+		zap.String("resourceLabelSelector", o.ResourceLabelSelector),
 		zap.Stringer("compat", &o.Compat),
 		zap.Stringer("notifyURLs", &o.NotifyURLs),
 		zap.Stringer("reloadResources", &o.ReloadResources),
@@ -218,19 +220,24 @@ type daemon struct {
 // courier exports in reg (docs/reference.md lists them from here); dyn is
 // needed only with --reload-resources or --reload-csi. Nothing starts.
 func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger) (*daemon, error) {
+	scopeLabels, err := config.ResourceLabelKeys(o.ResourceLabelSelector)
+	if err != nil {
+		return nil, err // Parse checked it
+	}
 	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
-	inf, err := informers.New(client, roles)
+	scope := informers.Scope{Namespaces: o.WatchNamespaces, ResourceLabels: o.ResourceLabelSelector}
+	inf, err := informers.New(client, roles, scope)
 	if err != nil {
 		return nil, err
 	}
 	if len(o.ReloadResources) > 0 {
-		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, logger); err != nil {
+		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, scope.Namespaces, logger); err != nil {
 			return nil, err
 		}
 		reg.MustRegister(inf.Custom)
 	}
 	if o.ReloadCSI {
-		inf.ProviderStatuses = informers.NewProviderStatuses(dyn, logger)
+		inf.ProviderStatuses = informers.NewProviderStatuses(dyn, scope.Namespaces, logger)
 	}
 	queues := metrics.NewQueues(reg)
 	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
@@ -238,6 +245,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 		Compat:           o.Compat,
 		Installation:     o.Namespace,
 		QueueMetrics:     queues,
+		ScopeLabels:      scopeLabels,
 	})
 	if err != nil {
 		return nil, err
@@ -250,6 +258,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 		Workers:           o.ReplicatorWorkers,
 		QueueMetrics:      queues,
 		Guard:             grd,
+		ScopeLabels:       scopeLabels,
 	})
 	if err != nil {
 		return nil, err

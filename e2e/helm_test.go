@@ -130,6 +130,7 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 		{"monitoring on", []string{"--set=serviceMonitor.enabled=true,prometheusRule.enabled=true"}, []string{"manifests", "manifests/monitoring"}},
 		{"argo rollouts", []string{"--set=config.reloadResources={rollouts.argoproj.io}"}, []string{"e2e/testdata/overlays/argo-rollouts"}},
 		{"secrets store csi", []string{"--set=config.reloadCSI=true"}, []string{"e2e/testdata/overlays/secrets-store-csi"}},
+		{"namespace-scoped", []string{"--set=scope.namespaces={team-a,team-b}"}, []string{"e2e/testdata/scoped"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			chart := withoutHelmLabels(helmTemplate(t, c.set...))
@@ -242,8 +243,10 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 // TestHelmLintAndValuesSchema: `helm lint --strict` passes, and a typo or a
 // wrong value is an error naming it, not a silent default.
 func TestHelmLintAndValuesSchema(t *testing.T) {
-	if out, err := helm(t, "lint", "--strict", chartDir); err != nil {
-		t.Fatalf("helm lint --strict: %v\n%s", err, out)
+	for _, set := range [][]string{nil, {"--set=scope.namespaces={team-a,team-b},scope.resourceLabelSelector=courier=yes,config.reloadResources={rollouts.argoproj.io},config.reloadCSI=true"}} {
+		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
+			t.Fatalf("helm lint --strict %v: %v\n%s", set, err, out)
+		}
 	}
 	for _, c := range []struct{ set, want string }{
 		{"replica=3", "replica"},
@@ -266,6 +269,8 @@ func TestHelmLintAndValuesSchema(t *testing.T) {
 		{"verticalPodAutoscaler.controlledResources={gpu}", "controlledResources"},
 		{"verticalPodAutoscaler.minAllowed.cpus=1", "cpus"},
 		{"imagePullSecrets[0].nam=regcred", "imagePullSecrets"},
+		{"scope.namespaces={Team_A}", "namespaces"},
+		{"scope.namespace={a}", "namespace"},
 	} {
 		out, err := helm(t, "template", "courier", chartDir, "--set="+c.set)
 		if err == nil {

@@ -68,8 +68,9 @@ func decodeMeta(s string) (savedMeta, bool) {
 	return m, json.Unmarshal([]byte(s), &m) == nil
 }
 
-// backupObjectMeta is a backup's metadata for the source src.
-func backupObjectMeta(src metav1.Object, immutable bool, existing metav1.Object) metav1.ObjectMeta {
+// backupObjectMeta is a backup's metadata for the source src; it carries
+// the source's values of scopeLabels (Options.ScopeLabels).
+func backupObjectMeta(src metav1.Object, immutable bool, existing metav1.Object, scopeLabels []string) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{
 		Name:      backupName(src.GetName()),
 		Namespace: src.GetNamespace(),
@@ -81,6 +82,11 @@ func backupObjectMeta(src metav1.Object, immutable bool, existing metav1.Object)
 			wellknown.BackupOf:   src.GetName(),
 			wellknown.BackupMeta: encodeMeta(metaOf(src, immutable)),
 		},
+	}
+	for _, k := range scopeLabels {
+		if v, ok := src.GetLabels()[k]; ok {
+			m.Labels[k] = v
+		}
 	}
 	if existing != nil {
 		m.ResourceVersion, m.UID = existing.GetResourceVersion(), existing.GetUID()
@@ -109,8 +115,8 @@ func viewOf(obj any) *view {
 func (v *view) hash() string { return content.Hash(content.Entries(v.obj)) }
 
 // backupFor builds the backup of src (existing: the backup there now, or nil).
-func backupFor(src *view, existing metav1.Object) runtime.Object {
-	m := backupObjectMeta(src.meta, src.immutable, existing)
+func backupFor(src *view, existing metav1.Object, scopeLabels []string) runtime.Object {
+	m := backupObjectMeta(src.meta, src.immutable, existing, scopeLabels)
 	switch o := src.obj.(type) {
 	case *corev1.Secret:
 		return &corev1.Secret{ObjectMeta: m, Type: o.Type, Data: o.Data}

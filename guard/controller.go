@@ -41,6 +41,10 @@ type Options struct {
 	QueueMetrics workqueue.MetricsProvider
 	// Clock is the guard's time, the revert budget's included (nil: the real clock).
 	Clock clock.WithTicker
+	// ScopeLabels are the label keys of --resource-label-selector: a backup
+	// carries its source's values of them, so it is cached when its source
+	// is.
+	ScopeLabels []string
 }
 
 type key struct {
@@ -325,7 +329,7 @@ func (c *Controller) writeBackup(ctx context.Context, k key, src, backup *view) 
 	if backup != nil {
 		existing, write = backup.meta, c.writer.Update
 	}
-	if _, err := write(ctx, backupFor(src, existing)); err != nil {
+	if _, err := write(ctx, backupFor(src, existing, c.opts.ScopeLabels)); err != nil {
 		return fmt.Errorf("back up %s: %w", k, err)
 	}
 	return nil

@@ -121,7 +121,7 @@ func TestABackupFollowsTheSourceAndRestoresIt(t *testing.T) {
 func TestARetiredSourceLosesItsBackupAndIsNotRestored(t *testing.T) {
 	f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
 	k := key{wellknown.KindSecret, "platform", "db"}
-	backup := backupFor(viewOf(protectedSecret()), nil).(*corev1.Secret)
+	backup := backupFor(viewOf(protectedSecret()), nil, nil).(*corev1.Secret)
 	backup.UID, backup.ResourceVersion = "b1", "1"
 	if err := f.secrets.GetIndexer().Add(backup); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestNoBackupOfAnOwnedSourceNorRestoreInATerminatingNamespace(t *testing.T) 
 
 	now := metav1.Now()
 	f = newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform", DeletionTimestamp: &now}})
-	backup := backupFor(viewOf(protectedSecret()), nil).(*corev1.Secret)
+	backup := backupFor(viewOf(protectedSecret()), nil, nil).(*corev1.Secret)
 	if err := f.secrets.GetIndexer().Add(backup); err != nil {
 		t.Fatal(err)
 	}

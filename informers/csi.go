@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -26,11 +25,13 @@ const ByProviderClass = "courier.dev/by-provider-class"
 // NewProviderStatuses builds the informer of SecretProviderClassPodStatus
 // objects (--reload-csi), not started. The cache keeps of each only its
 // name, namespace, UID, resourceVersion and status (class, pod, objects).
-// Nothing waits for it to sync: the driver's CRDs may not be installed,
+// It watches namespaces (Scope.Namespaces; none: all). Nothing waits for it to sync: the driver's CRDs may not be installed,
 // which is logged with the fix, as a missing permission is.
-func NewProviderStatuses(dyn dynamic.Interface, logger *zap.Logger) cache.SharedIndexInformer {
-	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, ProviderStatuses, metav1.NamespaceAll, 0,
-		cache.Indexers{ByProviderClass: indexByProviderClass}, nil).Informer()
+func NewProviderStatuses(dyn dynamic.Interface, namespaces []string, logger *zap.Logger) cache.SharedIndexInformer {
+	inf := perNamespace(namespaces, func(ns string) cache.SharedIndexInformer {
+		return dynamicinformer.NewFilteredDynamicInformer(dyn, ProviderStatuses, ns, 0, cache.Indexers{}, nil).Informer()
+	})
+	_ = inf.AddIndexers(cache.Indexers{ByProviderClass: indexByProviderClass})
 	_ = inf.SetTransform(trimProviderStatus)
 	var mu sync.Mutex
 	said := map[string]bool{} // each kind of failure once

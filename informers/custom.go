@@ -40,6 +40,7 @@ type KindHandler func(workload.Custom, cache.SharedIndexInformer) (stop func(), 
 // installed later is picked up then; one whose CRD goes is dropped.
 type Custom struct {
 	client  dynamic.Interface
+	scope   []string // Scope.Namespaces: where the kinds' objects are watched
 	logger  *zap.Logger
 	handler KindHandler
 	crds    []crdWatch
@@ -81,9 +82,10 @@ type runningKind struct {
 	stop   func()
 }
 
-// NewCustom builds the CRD informers for resources (none started).
-func NewCustom(client dynamic.Interface, resources []workload.Resource, logger *zap.Logger) (*Custom, error) {
-	c := &Custom{client: client, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
+// NewCustom builds the CRD informers for resources (none started); the
+// kinds' objects are watched in namespaces (Scope.Namespaces; none: all).
+func NewCustom(client dynamic.Interface, resources []workload.Resource, namespaces []string, logger *zap.Logger) (*Custom, error) {
+	c := &Custom{client: client, scope: namespaces, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
 	for _, r := range resources {
 		name := r.GroupResource.String()
 		inf := dynamicinformer.NewFilteredDynamicInformer(client, crdResource, "", 0, cache.Indexers{},
@@ -259,7 +261,9 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		}
 		return
 	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.client, want.GVR(), metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	inf := perNamespace(c.scope, func(ns string) cache.SharedIndexInformer {
+		return dynamicinformer.NewFilteredDynamicInformer(c.client, want.GVR(), ns, 0, cache.Indexers{}, nil).Informer()
+	})
 	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
 	if r.HasTemplate() {
 		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef

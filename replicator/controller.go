@@ -51,6 +51,9 @@ type Options struct {
 	Compat source.Compat
 	// Clock is the replicator's time (nil: the real clock).
 	Clock clock.WithTicker
+	// ScopeLabels are the label keys of --resource-label-selector: a
+	// replica carries its source's values of them (source.Record.With).
+	ScopeLabels []string
 }
 
 // Guard is what the replicator asks the guard (package guard).
@@ -278,7 +281,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 				return
 			}
 			if c.isSourceMeta(old) || c.isSourceMeta(cur) {
-				if sourceRelevantChange(oldObj, newObj) {
+				if c.sourceRelevantChange(oldObj, newObj) {
 					c.sourceChanged(kind, cur)
 				}
 			}
@@ -326,33 +329,39 @@ func (c *Controller) sourceChanged(kind string, m metav1.Object) {
 
 // sourceRelevantChange reports whether an update can change any replica:
 // content, type, immutable, or courier's annotations and labels.
-func sourceRelevantChange(oldObj, newObj any) bool {
+func (c *Controller) sourceRelevantChange(oldObj, newObj any) bool {
 	switch o := oldObj.(type) {
 	case *corev1.Secret:
 		n, ok := newObj.(*corev1.Secret)
 		return !ok || o.Type != n.Type || !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
-			courierMetaChanged(o, n)
+			c.courierMetaChanged(o, n)
 	case *corev1.ConfigMap:
 		n, ok := newObj.(*corev1.ConfigMap)
 		return !ok || !equality.Semantic.DeepEqual(o.Data, n.Data) || !equality.Semantic.DeepEqual(o.BinaryData, n.BinaryData) ||
-			!equality.Semantic.DeepEqual(o.Immutable, n.Immutable) || courierMetaChanged(o, n)
+			!equality.Semantic.DeepEqual(o.Immutable, n.Immutable) || c.courierMetaChanged(o, n)
 	case *content.Digested:
 		// Digested both times, or its values kept now (it became a source).
 		n, ok := newObj.(*content.Digested)
 		return !ok || o.Type != n.Type || !slices.Equal(o.Entries, n.Entries) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
-			courierMetaChanged(o, n)
+			c.courierMetaChanged(o, n)
 	}
 	return true
 }
 
-func courierMetaChanged(o, n metav1.Object) bool {
+// copied is what a replica of a source with these labels and annotations
+// carries of them.
+func (c *Controller) copied(spec source.Spec, labels, annotations map[string]string) source.Record {
+	return spec.Copied(labels, annotations).With(labels, c.opts.ScopeLabels)
+}
+
+func (c *Controller) courierMetaChanged(o, n metav1.Object) bool {
 	oa, na := o.GetAnnotations(), n.GetAnnotations()
 	for _, k := range sourceKeys {
 		if oa[k] != na[k] {
 			return true
 		}
 	}
-	if spec, err := source.Parse(na); err == nil && spec.Copied(o.GetLabels(), oa).Encode() != spec.Copied(n.GetLabels(), na).Encode() {
+	if spec, err := source.Parse(na); err == nil && c.copied(spec, o.GetLabels(), oa).Encode() != c.copied(spec, n.GetLabels(), na).Encode() {
 		return true // a copied label or annotation changed
 	}
 	return o.GetLabels()[wellknown.Protect] != n.GetLabels()[wellknown.Protect] ||

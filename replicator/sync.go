@@ -386,7 +386,7 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 	if f.want == ensure { // decide said ensure: its annotations parsed
 		spec, targets := c.factsOf(src).spec, c.factsOf(src).targets
 		f.spec, f.typ, f.immutable = spec, spec.Type(src.typ), src.immutable
-		f.Want = replica.Want{Hash: c.hash(src, spec), Copied: spec.Copied(src.meta.GetLabels(), src.meta.GetAnnotations())}
+		f.Want = replica.Want{Hash: c.hash(src, spec), Copied: c.copied(spec, src.meta.GetLabels(), src.meta.GetAnnotations())}
 		if !targets.Native() {
 			f.Via = targets.Via
 		}

@@ -5,10 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
@@ -16,6 +20,7 @@ import (
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -28,9 +33,15 @@ type Options struct {
 	Namespace         string
 	SourceNamespaces  globs.List
 	ExcludeNamespaces globs.List
-	MetricsAddr       string
-	ReloadAll         bool
-	ReloadCSI         bool
+	// WatchNamespaces are the only namespaces courier watches, replicates
+	// into and reloads in (with --namespace: Watched); none: every one.
+	WatchNamespaces []string
+	// ResourceLabelSelector selects the Secrets and ConfigMaps courier
+	// caches, server-side; empty: all of them.
+	ResourceLabelSelector string
+	MetricsAddr           string
+	ReloadAll             bool
+	ReloadCSI             bool
 	// ReloadMode is "rollout", or "notify": say what would roll out, roll
 	// nothing out.
 	ReloadMode string
@@ -100,6 +111,12 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	if o.SourceNamespaces, o.ExcludeNamespaces, err = NamespaceGlobs(f.sourceNS, f.excludeNS, o.Namespace); err != nil {
 		return o, err
 	}
+	if o.WatchNamespaces, err = WatchNamespaces(f.watchNS, o.SourceNamespaces, o.Namespace); err != nil {
+		return o, err
+	}
+	if err := CheckResourceLabelSelector(o.ResourceLabelSelector); err != nil {
+		return o, err
+	}
 	return o, o.validate()
 }
 
@@ -113,6 +130,7 @@ func Flags() *flag.FlagSet {
 type flags struct {
 	fs                  *flag.FlagSet
 	sourceNS, excludeNS string
+	watchNS             string
 	notifyURLs          *secretFlag
 }
 
@@ -127,6 +145,8 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.StringVar(&o.Namespace, "namespace", ns, "courier's own namespace: its Lease lives here, and it is the default source namespace (default: $POD_NAMESPACE, else "+DefaultNamespace+")")
 	fs.StringVar(&f.sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
 	fs.StringVar(&f.excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
+	fs.StringVar(&f.watchNS, "watch-namespaces", "", "comma-separated names of the only namespaces courier lists and watches Secrets, ConfigMaps, workloads and custom kinds in, replicates into and reloads in, so it needs Roles in these namespaces only (--namespace is always watched; --source-namespaces must name watched namespaces); default: every namespace, which needs cluster-wide RBAC (docs/scoped.md)")
+	fs.StringVar(&o.ResourceLabelSelector, "resource-label-selector", "", "label selector (as kubectl -l) of the Secrets and ConfigMaps courier caches, applied by the API server: sources, replicas, backups and consumed inputs outside it are not seen (replicas and backups carry their source's labels, so they stay inside when it is); default: all of them (docs/scoped.md)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector); see docs/migrating.md")
 	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+, teams+ or gchat+ for a Slack, Microsoft Teams or Google Chat incoming-webhook message")
@@ -202,6 +222,63 @@ func NamespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, 
 		return nil, nil, fmt.Errorf("--exclude-namespaces: %w", err)
 	}
 	return src, excl, nil
+}
+
+// WatchNamespaces parses --watch-namespaces: namespace names, each once,
+// sorted, with namespace (courier's own, where its Lease, backups and
+// digest key live) added; none when list is empty (every namespace). Every
+// --source-namespaces entry must match a watched namespace: one that
+// matches none would name sources courier can never see.
+func WatchNamespaces(list string, sources globs.List, namespace string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	seen := map[string]bool{namespace: true}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", n, strings.Join(errs, "; "))
+		}
+		seen[n] = true
+	}
+	watched := slices.Sorted(maps.Keys(seen))
+	for _, g := range sources {
+		if !slices.ContainsFunc(watched, globs.List{g}.Match) {
+			return nil, fmt.Errorf("--source-namespaces %q matches no namespace of --watch-namespaces (%s, with --namespace): courier could never see its sources; add the namespace to --watch-namespaces", g, strings.Join(watched, ","))
+		}
+	}
+	return watched, nil
+}
+
+// CheckResourceLabelSelector refuses a --resource-label-selector the API
+// server would refuse, or one naming a key courier sets itself on its
+// replicas and backups (they would fall outside it, or look like sources).
+func CheckResourceLabelSelector(sel string) error {
+	keys, err := ResourceLabelKeys(sel)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k == wellknown.ManagedBy || strings.HasPrefix(k, wellknown.Prefix) {
+			return fmt.Errorf("--resource-label-selector %q names %s, a label courier sets on its replicas and backups itself; select on your own labels (e.g. courier-scope=yes)", sel, k)
+		}
+	}
+	return nil
+}
+
+// ResourceLabelKeys are the label keys --resource-label-selector sel
+// names: replicas and backups carry their source's values of them.
+func ResourceLabelKeys(sel string) ([]string, error) {
+	parsed, err := labels.Parse(sel)
+	if err != nil {
+		return nil, fmt.Errorf("--resource-label-selector %q: %w", sel, err)
+	}
+	reqs, _ := parsed.Requirements()
+	var keys []string
+	for _, r := range reqs {
+		keys = append(keys, r.Key())
+	}
+	return keys, nil
 }
 
 // ElectionLease is the Lease duration courier gives client-go's leader

@@ -121,3 +121,46 @@ func TestAnInvalidNotifyURLIsNotRepeated(t *testing.T) {
 		})
 	}
 }
+
+func TestWatchNamespacesAndResourceLabelSelector(t *testing.T) {
+	for _, tc := range []struct {
+		name, watch, sources, selector string
+		want                           []string
+		err                            string // a part of the error; "" for none
+	}{
+		{name: "every namespace", watch: "", sources: "anything-*", want: nil},
+		{name: "own namespace added, sorted, once", watch: " b,a,b ", want: []string{"a", "b", "courier"}},
+		{name: "sources among them", watch: "a,b", sources: "a,team-*", err: `--source-namespaces "team-*" matches no namespace`},
+		{name: "a glob matching a watched one", watch: "team-a,b", sources: "team-*", want: []string{"b", "courier", "team-a"}},
+		{name: "not a name", watch: "a,Team_B", err: `"Team_B" is not a namespace name`},
+		{name: "empty entry", watch: "a,,b", err: `"" is not a namespace name`},
+		{name: "selector", selector: "courier-scope=yes,env in (prod)"},
+		{name: "bad selector", selector: "a==b==c", err: "--resource-label-selector"},
+		{name: "selector on courier's label", selector: "app.kubernetes.io/managed-by!=Helm", err: "a label courier sets"},
+		{name: "selector on a courier.dev key", selector: "courier.dev/replica", err: "a label courier sets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--namespace=courier", "--watch-namespaces=" + tc.watch, "--resource-label-selector=" + tc.selector}
+			if tc.sources != "" {
+				args = append(args, "--source-namespaces="+tc.sources)
+			}
+			o, err := Parse(args, func(string) string { return "" }, io.Discard)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, o.WatchNamespaces); diff != "" {
+				t.Errorf("watched (-want +got):\n%s", diff)
+			}
+		})
+	}
+	keys, err := ResourceLabelKeys("team=a,env in (prod),!legacy")
+	if err != nil || !cmp.Equal(keys, []string{"env", "legacy", "team"}) {
+		t.Errorf("ResourceLabelKeys = %v, %v; want [env legacy team]", keys, err)
+	}
+}

@@ -20,8 +20,11 @@ import (
 type Subcommand struct {
 	Flags                                   *flag.FlagSet
 	Kubeconfig, Namespace, SourceNS, Output string
-	name                                    string
-	stderr                                  io.Writer
+	// WatchNS and ResourceLabels are --watch-namespaces and
+	// --resource-label-selector: read only what courier would.
+	WatchNS, ResourceLabels string
+	name                    string
+	stderr                  io.Writer
 }
 
 // NewSubcommand returns the command line of `courier <name>`; usage is the
@@ -33,6 +36,8 @@ func NewSubcommand(name, usage string, stderr io.Writer) *Subcommand {
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: the in-cluster config, else $KUBECONFIG or ~/.kube/config")
 	fs.StringVar(&s.Namespace, "namespace", DefaultNamespace, "courier's namespace, the default source namespace")
 	fs.StringVar(&s.SourceNS, "source-namespaces", "", "as courier's flag: the namespaces whose sources count (default: --namespace)")
+	fs.StringVar(&s.WatchNS, "watch-namespaces", "", "as courier's flag: read Secrets, ConfigMaps and workloads only in these namespaces (and --namespace), with the Roles a namespace-scoped courier has")
+	fs.StringVar(&s.ResourceLabels, "resource-label-selector", "", "as courier's flag: only the Secrets and ConfigMaps it selects (outside courier's namespace) are read; the rest are not seen")
 	fs.StringVar(&s.Output, "o", "table", "output format: table or json")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: courier %s [flags]\n\n%s\n\nFlags:\n", name, usage)
@@ -55,6 +60,9 @@ func (s *Subcommand) Parse(args []string, getenv func(string) string, check func
 	err := ApplyEnv(s.Flags, getenv)
 	if err == nil && check != nil {
 		err = check()
+	}
+	if err == nil {
+		err = CheckResourceLabelSelector(s.ResourceLabels)
 	}
 	if err == nil && s.Output != "table" && s.Output != "json" {
 		err = fmt.Errorf("-o %q: want table or json", s.Output)

@@ -15,11 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/config"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/source"
@@ -38,8 +40,13 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	cmd.Flags.Var(&resources, "reload-resources", "as courier's flag: the custom kinds it reloads (Rollouts carrying Reloader's annotations are listed whether or not it names rollouts.argoproj.io)")
 	cmd.Flags.BoolVar(&apply, "apply", false, "add the courier annotations to the objects (the other tools' annotations are never removed)")
 	var src globs.List
+	var scope informers.Scope
 	code, ok := cmd.Parse(args, getenv, func() (err error) {
-		src, _, err = config.NamespaceGlobs(cmd.SourceNS, "", cmd.Namespace)
+		if src, _, err = config.NamespaceGlobs(cmd.SourceNS, "", cmd.Namespace); err != nil {
+			return err
+		}
+		scope.ResourceLabels = cmd.ResourceLabels
+		scope.Namespaces, err = config.WatchNamespaces(cmd.WatchNS, src, cmd.Namespace)
 		return err
 	})
 	if !ok {
@@ -49,19 +56,19 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	for _, r := range resources {
 		o.ReloadsRollouts = o.ReloadsRollouts || r.GroupResource == workload.Rollouts
 	}
-	if err := run(context.Background(), cmd, o, apply, stdout); err != nil {
+	if err := run(context.Background(), cmd, o, scope, apply, stdout); err != nil {
 		cmd.Fail(err)
 		return 1
 	}
 	return 0
 }
 
-func run(ctx context.Context, cmd *config.Subcommand, o Options, apply bool, w io.Writer) error {
+func run(ctx context.Context, cmd *config.Subcommand, o Options, scope informers.Scope, apply bool, w io.Writer) error {
 	client, meta, err := cmd.Clients()
 	if err != nil {
 		return err
 	}
-	c, err := status.Collect(ctx, client, meta, source.Compat{})
+	c, err := status.Collect(ctx, client, meta, source.Compat{}, scope, cmd.Namespace)
 	if err != nil {
 		return err
 	}
@@ -69,7 +76,7 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, apply bool, w i
 	if err != nil {
 		return err
 	}
-	if err := collectRollouts(ctx, client, dyn, &c); err != nil {
+	if err := collectRollouts(ctx, client, dyn, scope.Namespaces, &c); err != nil {
 		return err
 	}
 	r := Plan(c, o)
@@ -93,7 +100,7 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, apply bool, w i
 // cluster serves them: each with its own pod template, or, with
 // spec.workloadRef, its Deployment's. Rollouts that cannot be read are an
 // error: a report without them would say nothing is left to migrate.
-func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, c *status.Cluster) error {
+func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, namespaces []string, c *status.Cluster) error {
 	version := ""
 	groups, err := client.Discovery().ServerGroups()
 	if err != nil {
@@ -121,8 +128,21 @@ func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynam
 			deployments[w.Meta.GetNamespace()+"/"+w.Meta.GetName()] = w.Template
 		}
 	}
-	err = each(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return dyn.Resource(gvr).Namespace("").List(ctx, o)
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		if err := eachRollout(ctx, dyn, gvr, ns, deployments, c); err != nil {
+			return fmt.Errorf("list Argo Rollouts' Rollouts (%s), which courier reloads with --reload-resources=rollouts.argoproj.io; without them this report would be incomplete: %w", gvr, err)
+		}
+	}
+	return nil
+}
+
+// eachRollout adds the Rollouts of namespace ns ("": all) to c's workloads.
+func eachRollout(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string, deployments map[string]*corev1.PodTemplateSpec, c *status.Cluster) error {
+	return each(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return dyn.Resource(gvr).Namespace(ns).List(ctx, o)
 	}, func(obj runtime.Object) error {
 		u := obj.(*unstructured.Unstructured)
 		tmpl := &corev1.PodTemplateSpec{}
@@ -138,10 +158,6 @@ func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynam
 		c.Workloads = append(c.Workloads, status.Workload{Kind: workload.Rollout, Meta: u, Template: tmpl, Spec: &tmpl.Spec, Resource: &gvr})
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("list Argo Rollouts' Rollouts (%s), which courier reloads with --reload-resources=rollouts.argoproj.io; without them this report would be incomplete: %w", gvr, err)
-	}
-	return nil
 }
 
 // each calls fn for every item of every page (500 per request).

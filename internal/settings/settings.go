@@ -42,6 +42,8 @@ type Settings struct {
 	Namespace         string   `json:"namespace"`
 	SourceNamespaces  string   `json:"sourceNamespaces"`
 	ExcludeNamespaces string   `json:"excludeNamespaces,omitempty"`
+	WatchNamespaces   string   `json:"watchNamespaces,omitempty"`
+	ResourceLabels    string   `json:"resourceLabelSelector,omitempty"`
 	Compat            string   `json:"compat,omitempty"`
 	ReloadAll         bool     `json:"reloadAll"`
 	ReloadMode        string   `json:"reloadMode,omitempty"`
@@ -68,6 +70,8 @@ func Of(o config.Options, version string) Settings {
 		Namespace:         o.Namespace,
 		SourceNamespaces:  o.SourceNamespaces.String(),
 		ExcludeNamespaces: o.ExcludeNamespaces.String(),
+		WatchNamespaces:   strings.Join(o.WatchNamespaces, ","),
+		ResourceLabels:    o.ResourceLabelSelector,
 		Compat:            o.Compat.String(),
 		ReloadAll:         o.ReloadAll,
 		ReloadMode:        o.ReloadMode,

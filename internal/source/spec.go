@@ -290,6 +290,22 @@ func (s Spec) Copied(labels, annotations map[string]string) Record {
 	return Record{Labels: s.Labels.pick(labels), Annotations: s.Annotations.pick(annotations)}
 }
 
+// With adds to r the values labels has of keys (the keys of
+// --resource-label-selector: a replica carries its source's, so it is
+// cached whenever its source is). r is not modified.
+func (r Record) With(labels map[string]string, keys []string) Record {
+	out := Record{Labels: maps.Clone(r.Labels), Annotations: r.Annotations}
+	for _, k := range keys {
+		if v, ok := labels[k]; ok {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[k] = v
+		}
+	}
+	return out
+}
+
 // Encode is the annotation's value: "" when nothing is copied; otherwise
 // JSON with sorted keys, so equal records encode equally.
 func (r Record) Encode() string {

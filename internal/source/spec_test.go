@@ -128,3 +128,18 @@ func TestTypeOfAReplicaHoldingSomeKeys(t *testing.T) {
 		})
 	}
 }
+
+func TestRecordWithCarriesTheSelectorsKeys(t *testing.T) {
+	r := Record{Labels: map[string]string{"copied": "x"}}
+	got := r.With(map[string]string{"team": "a", "env": "prod", "other": "y"}, []string{"team", "env", "absent"})
+	want := Record{Labels: map[string]string{"copied": "x", "team": "a", "env": "prod"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if len(r.Labels) != 1 {
+		t.Errorf("With modified its receiver: %v", r.Labels)
+	}
+	if got := (Record{}).With(nil, []string{"team"}); got.Encode() != "" {
+		t.Errorf("nothing to carry: got %v", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/config"
 	"github.com/courier-k8s/courier/internal/settings"
 	"github.com/courier-k8s/courier/internal/source"
@@ -34,6 +35,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	cmd.Flags.StringVar(&f.compat, "compat", "", "as courier's flag: the other tools whose annotations make sources ("+strings.Join(source.Tools, ", ")+")")
 	code, ok := cmd.Parse(args, getenv, func() error {
 		f.namespace, f.sourceNS, f.resources = cmd.Namespace, cmd.SourceNS, resources.String()
+		f.watchNS, f.labels = cmd.WatchNS, cmd.ResourceLabels
 		_, err := f.options()
 		return err
 	})
@@ -62,8 +64,9 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	if inst != nil { // say what the report follows, overrides included
 		inst.SourceNamespaces, inst.ExcludeNamespaces = o.SourceNamespaces.String(), o.ExcludeNamespaces.String()
 		inst.Compat, inst.ReloadResources = o.Compat.String(), o.resources.String()
+		inst.WatchNamespaces, inst.ResourceLabels = strings.Join(o.scope.Namespaces, ","), o.scope.ResourceLabels
 	}
-	c, err := Collect(ctx, client, meta, o.Compat)
+	c, err := Collect(ctx, client, meta, o.Compat, o.scope, o.Installation)
 	if err != nil {
 		cmd.Fail(err)
 		return 1
@@ -71,6 +74,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	o.NotifyOnly = inst != nil && inst.ReloadMode == "notify"
 	r := Build(c, o.Options)
 	r.Installation = inst
+	r.Scope = scopeNote(o.scope)
 	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources)
 	if cmd.Output == "json" {
 		err = r.WriteJSON(stdout)
@@ -87,6 +91,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 // flags are the values of status's flags that decide the report.
 type flags struct {
 	namespace, sourceNS, excludeNS, compat, resources, sa string
+	watchNS, labels                                       string
 }
 
 // installation finds the installation the report follows, and sets the
@@ -135,6 +140,7 @@ func installation(ctx context.Context, client kubernetes.Interface, given map[st
 	}{
 		{"source-namespaces", &f.sourceNS, inst.SourceNamespaces}, {"exclude-namespaces", &f.excludeNS, inst.ExcludeNamespaces},
 		{"compat", &f.compat, inst.Compat}, {"reload-resources", &f.resources, inst.ReloadResources},
+		{"watch-namespaces", &f.watchNS, inst.WatchNamespaces}, {"resource-label-selector", &f.labels, inst.ResourceLabels},
 	} {
 		if given[p.flag] {
 			inst.Overridden = append(inst.Overridden, "--"+p.flag)
@@ -150,6 +156,7 @@ func installation(ctx context.Context, client kubernetes.Interface, given map[st
 type statusOptions struct {
 	Options
 	resources workload.Resources
+	scope     informers.Scope
 }
 
 // options are the report's Options from the flags' values.
@@ -165,7 +172,25 @@ func (f flags) options() (statusOptions, error) {
 	if f.resources != "" {
 		errs = append(errs, prefix("--reload-resources", o.resources.Set(f.resources)))
 	}
+	if err == nil {
+		o.scope.Namespaces, err = config.WatchNamespaces(f.watchNS, o.SourceNamespaces, f.namespace)
+		errs = append(errs, err, config.CheckResourceLabelSelector(f.labels))
+		o.scope.ResourceLabels = f.labels
+	}
 	return o, errors.Join(errs...)
+}
+
+// scopeNote says what a scoped courier does not see ("" for none).
+func scopeNote(sc informers.Scope) string {
+	var parts []string
+	if len(sc.Namespaces) > 0 {
+		parts = append(parts, "courier watches only the namespaces "+strings.Join(sc.Namespaces, ", ")+": nothing elsewhere is a source, a target or reloaded")
+	}
+	if sc.ResourceLabels != "" {
+		parts = append(parts, "outside courier's namespace it sees only the Secrets and ConfigMaps matching "+sc.ResourceLabels+
+			": a source or consumed input without those labels is not seen, so it is neither replicated nor reloaded for")
+	}
+	return strings.Join(parts, "; ")
 }
 
 func prefix(flag string, err error) error {

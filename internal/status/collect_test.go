@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -25,7 +26,7 @@ func TestCollectSkipsASourceDeletedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := metafake.NewSimpleMetadataClient(scheme, []runtime.Object{gone}...)
-	c, err := Collect(context.Background(), fake.NewClientset(), meta, source.Compat{})
+	c, err := Collect(context.Background(), fake.NewClientset(), meta, source.Compat{}, informers.Scope{}, "courier")
 	if err != nil {
 		t.Fatalf("Collect: %v", err)
 	}

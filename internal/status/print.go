@@ -42,6 +42,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	} else {
 		fmt.Fprintf(tw, "No courier installation published its settings (ConfigMap %s): reporting with the flags given here and their defaults.\n\n", settings.Name)
 	}
+	if r.Scope != "" {
+		fmt.Fprintf(tw, "Scope: %s.\n\n", r.Scope)
+	}
 	if len(r.CustomKinds) > 0 {
 		fmt.Fprintln(tw, "CUSTOM KIND	COURIER MAY WATCH	NOTE")
 		for _, k := range r.CustomKinds {

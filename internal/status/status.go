@@ -33,7 +33,10 @@ type Report struct {
 	// Installation is the running courier whose settings the report
 	// follows (nil when none published any: the flags and their defaults).
 	Installation *Installation `json:"installation,omitempty"`
-	Sources      []Source      `json:"sources"`
+	// Scope says what a namespace-scoped or label-selected courier does
+	// not see ("" for a courier that sees everything).
+	Scope   string   `json:"scope,omitempty"`
+	Sources []Source `json:"sources"`
 	// CustomKinds are the kinds of --reload-resources (none without it).
 	CustomKinds []CustomKind `json:"customKinds,omitempty"`
 }

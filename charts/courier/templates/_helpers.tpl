@@ -110,3 +110,38 @@ app.kubernetes.io/component: controller
 - --profiling
 {{- end }}
 {{- end -}}
+
+{{- /* courier's rules on namespaced objects: the ClusterRole courier's, or each watched namespace's Role with scope.namespaces (manifests/rbac.yaml and manifests/namespace-scoped/access say why each is there). */ -}}
+{{- define "courier.namespacedRules" -}}
+- apiGroups: [""]
+  resources: ["secrets", "configmaps"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["secrets", "configmaps"]
+  verbs: ["create", "update", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets", "configmaps"]
+  verbs: ["override"]
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["list", "watch", "patch", "get", "create", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{- /* The objects of each kind of config.reloadResources: list and watch for the informer, patch for the rollout. */ -}}
+{{- define "courier.customKindRules" -}}
+{{- range .Values.config.reloadResources }}
+{{- $parts := splitn "." 2 (regexReplaceAll ":.*$" . "") }}
+- apiGroups: [{{ $parts._1 | quote }}]
+  resources: [{{ $parts._0 | quote }}]
+  verbs: ["list", "watch", "patch"]
+{{- end }}
+{{- end -}}

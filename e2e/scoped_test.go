@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// scopedRules is the Role of manifests/namespace-scoped/access: what
+// courier needs in each namespace it watches.
+func scopedRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	objs, err := renderManifests(t.Context(), "manifests/namespace-scoped/access")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if r, ok := o.(*rbacv1.Role); ok && r.Name == "courier" {
+			return r.Rules
+		}
+	}
+	t.Fatal("manifests/namespace-scoped/access has no Role courier")
+	return nil
+}
+
+// scopedIdentity is a ServiceAccount with no ClusterRole at all: the
+// leader Role of manifests/ in courier's namespace, and rules in a Role in
+// each of namespaces (which must include courier's own).
+func scopedIdentity(t *testing.T, sa string, rules []rbacv1.PolicyRule, namespaces ...string) identity {
+	t.Helper()
+	id := identity{sa: sa, rules: manifestRBAC{leader: env.rbac.leader}}
+	rbac := admin().RbacV1()
+	for _, ns := range namespaces {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}, Rules: rules}
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns},
+			Subjects:   id.subjects(),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+		}
+		if err := upsert(t.Context(), role, rbac.Roles(ns).Create, rbac.Roles(ns).Update); err != nil {
+			t.Fatal(err)
+		}
+		if err := upsert(t.Context(), binding, rbac.RoleBindings(ns).Create, rbac.RoleBindings(ns).Update); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+// TestNamespaceScopedCourierNeedsOnlyRoles runs courier as a ServiceAccount
+// bound to no ClusterRole: Roles in two namespaces a and b and in its own,
+// as manifests/namespace-scoped grants. A source in a replicates into b and
+// never into c (whose labels match too); an edited replica in b is
+// reverted; a Deployment in b consuming the replica rolls out once per
+// change; and the API server never refuses courier anything, so courier
+// never asked for anything outside a, b and its own namespace (RBAC would
+// have refused it, and client-go logs each refusal).
+func TestNamespaceScopedCourierNeedsOnlyRoles(t *testing.T) {
+	tid := testID()
+	labels := map[string]string{"test": tid}
+	a := newNamespace(t, "scoped-a", labels)
+	b := newNamespace(t, "scoped-b", labels)
+	c := newNamespace(t, "scoped-c", labels)
+	own := newNamespace(t, "courier-scoped", nil)
+	id := scopedIdentity(t, "courier-scoped-"+tid, scopedRules(t), a, b, own)
+	cp := startCourierAs(t, id, nil, "--namespace="+own, "--watch-namespaces="+a+","+b, "--source-namespaces="+a, "--reload-debounce=100ms")
+	cp.WaitLeader(t.Context())
+
+	createSecret(t, a, "shared", withAnnotation(keyReplicateTo, "test="+tid), withData("password", "v1"))
+	withinSpec(t, "replica in b", secretIn(b, "shared", map[string][]byte{"password": []byte("v1")}))
+	consistently(t, quiet, "no replica in c, which courier does not watch", secretGone(c, "shared"))
+
+	// Reverted.
+	eventually(t, converge, "replica edited", editSecret(b, "shared", "password", "edited"))
+	withinSpec(t, "edited replica reverted", secretIn(b, "shared", map[string][]byte{"password": []byte("v1")}))
+
+	// Reloaded, once per change.
+	createDeployment(t, b, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "shared", "password")}, nil, nil))
+	before := settled(t, b, "app")
+	noRollout(t, b, "app", before)
+	updateSecret(t, a, "shared", func(s *corev1.Secret) { s.Data["password"] = []byte("v2") })
+	withinSpec(t, "replica updated", secretIn(b, "shared", map[string][]byte{"password": []byte("v2")}))
+	rolledOutOnce(t, b, "app", before, "secret/shared")
+	updateSecret(t, a, "shared", func(s *corev1.Secret) { s.Data["password"] = []byte("v3") })
+	rolledOutOnce(t, b, "app", before+1, "secret/shared")
+
+	// A namespace relabelled out of the selector loses its replica: its
+	// labels are read through the Role alone.
+	setNamespaceLabels(t, b, func(l map[string]string) { delete(l, "test") })
+	withinSpec(t, "replica deleted when b stops matching", secretGone(b, "shared"))
+	consistently(t, quiet, "still nothing in c", secretGone(c, "shared"))
+
+	for _, line := range strings.Split(cp.Logs(), "\n") {
+		if strings.Contains(line, "forbidden") {
+			t.Errorf("the API server refused the namespace-scoped courier something (a request outside its Roles):\n%s", line)
+		}
+	}
+}
+
+// TestNamespaceScopedRBACIsMinimal removes each permission of the Role of
+// manifests/namespace-scoped/access in turn and shows courier's log with
+// the API server refusing exactly that permission, as TestRBACIsMinimal
+// does for the cluster-wide RBAC: no permission of the Role is unused.
+func TestNamespaceScopedRBACIsMinimal(t *testing.T) {
+	installGuardPolicy(t)
+	all := permissions(scopedRules(t), false)
+	for i, p := range all {
+		t.Run(p.String(), func(t *testing.T) {
+			var rules []rbacv1.PolicyRule
+			for _, q := range all {
+				if q.String() != p.String() {
+					rules = append(rules, q.rule())
+				}
+			}
+			tid := testID()
+			src := newNamespace(t, "scoped-src", nil)
+			dst := newNamespace(t, "scoped-dst", map[string]string{"test": tid})
+			own := newNamespace(t, "courier-scoped", nil)
+			id := scopedIdentity(t, fmt.Sprintf("courier-scoped-minus-%d", i), rules, src, dst, own)
+			var extra []string
+			if p.verb == "list" {
+				extra = []string{"KUBE_FEATURE_WatchListClient=false"}
+			}
+			cp := startCourierAs(t, id, extra, "--namespace="+own, "--watch-namespaces="+src+","+dst, "--source-namespaces="+src,
+				"--reload-debounce=100ms", "--compat=replicator")
+			failed := scopedProbe(t, cp, src, dst, tid)
+			if !strings.Contains(cp.Logs(), refusal(p)) {
+				t.Errorf("without %s courier's log never shows the API server refusing it (%s); the first failed check was %q: the permission is unused, or courier hides the refusal",
+					p, refusal(p), failed)
+				return
+			}
+			t.Logf("without %s: log: %s; check failed: %q", p, refusal(p), failed)
+		})
+	}
+}
+
+// scopedProbe exercises what each permission of the scoped Role is for and
+// returns the first check that failed ("" if none).
+func scopedProbe(t *testing.T, cp *courierProcess, src, dst, tid string) (failed string) {
+	t.Helper()
+	const within = 4 * time.Second
+	check := func(what string, cond func(context.Context) (bool, error)) bool {
+		if failed != "" {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), within)
+		defer cancel()
+		for ctx.Err() == nil {
+			if ok, err := cond(ctx); ok && err == nil {
+				return true
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		failed = what
+		return false
+	}
+	if !check("ready", func(ctx context.Context) (bool, error) {
+		code, _, err := cp.get(ctx, "/readyz")
+		return err == nil && code == 200, nil
+	}) || !check("leads", cp.isLeader) {
+		return failed
+	}
+	createSecret(t, src, "s", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "1"))
+	createConfigMap(t, src, "c", map[string]string{keyReplicateTo: "test=" + tid}, map[string]string{"k": "1"})
+	createSecret(t, src, "ps", withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", dst), withData("k", "p"))
+	createSecret(t, dst, "pulls", withAnnotation("replicator.v1.mittwald.de/replicate-from", src+"/ps"))
+	createConfigMap(t, src, "pc", map[string]string{"replicator.v1.mittwald.de/replication-allowed": "true",
+		"replicator.v1.mittwald.de/replication-allowed-namespaces": dst}, map[string]string{"k": "p"})
+	createConfigMap(t, dst, "pullc", map[string]string{"replicator.v1.mittwald.de/replicate-from": src + "/pc"}, nil)
+	spec := podSpec([]corev1.EnvVar{keyRef("secret", "s", "k"), keyRef("configmap", "c", "k")}, nil, nil)
+	createEveryWorkloadKind(t, dst, map[string]string{keyReload: "true"}, spec)
+	job := createJob(t, dst, "job", map[string]string{keyReload: "true"}, spec, false, nil)
+	if !check("Secret replicated", secretIn(dst, "s", map[string][]byte{"k": []byte("1")})) ||
+		!check("ConfigMap replicated", configMapIn(dst, "c", map[string]string{"k": "1"})) ||
+		!check("Secret pull filled", secretIn(dst, "pulls", map[string][]byte{"k": []byte("p")})) ||
+		!check("ConfigMap pull filled", configMapIn(dst, "pullc", map[string]string{"k": "p"})) ||
+		!check("every workload kind baselined", everyStamp(dst, func(s workloadStamp) bool { return s.inputs != "" })) ||
+		!check("Job baselined", jobBaselined(dst, "job")) {
+		return failed
+	}
+	updateSecret(t, src, "s", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	if !check("every workload kind rolled out", everyStamp(dst, func(s workloadStamp) bool { return s.hash != "" })) ||
+		!check("Job recreated", func(ctx context.Context) (bool, error) {
+			j, err := getJob(ctx, dst, "job")
+			return err == nil && j.UID != job, nil
+		}) {
+		return failed
+	}
+	updateConfigMap(t, src, "c", func(cm *corev1.ConfigMap) { cm.Data["k"] = "2" })
+	if !check("ConfigMap replica updated", configMapIn(dst, "c", map[string]string{"k": "2"})) {
+		return failed
+	}
+	for i := range 2 {
+		if !check(fmt.Sprintf("replica edited (%d)", i+1), editSecret(dst, "s", "k", "edited")) ||
+			!check(fmt.Sprintf("replica reverted (%d)", i+1), secretIn(dst, "s", map[string][]byte{"k": []byte("2")})) {
+			return failed
+		}
+	}
+	if !check("ReplicaReverted counted twice", func(ctx context.Context) (bool, error) {
+		evs, err := admin().CoreV1().Events(dst).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=s,reason=ReplicaReverted"})
+		return err == nil && len(evs.Items) == 1 && evs.Items[0].Count == 2, err
+	}) {
+		return failed
+	}
+	setNamespaceLabels(t, dst, func(l map[string]string) { delete(l, "test") })
+	check("replica deleted when its namespace stops matching", secretGone(dst, "s"))
+	return failed
+}

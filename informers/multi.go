@@ -1,0 +1,312 @@
+package informers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Multi is one cache.SharedIndexInformer over several namespaces, each
+// watched by an informer of its own (client-go has no informer for a list
+// of namespaces; a field selector cannot say "namespace in (…)"). It is
+// what --watch-namespaces hands the controllers in place of a cluster-wide
+// informer: handlers and indexers go to every part, reads concatenate (List,
+// ByIndex) or go to the part of the key's namespace (GetByKey). An object
+// lives in one namespace, so the parts never overlap (a part that watches
+// Namespace objects holds only the one it is named for). The store is
+// read-only: writes belong to the parts' own reflectors.
+type Multi struct {
+	parts map[string]cache.SharedIndexInformer
+	order []string // namespaces, sorted: reads are deterministic
+}
+
+var _ cache.SharedIndexInformer = (*Multi)(nil)
+
+// perNamespace is newInformer(namespace) for each of namespaces as one
+// Multi, or newInformer("") for every namespace when there are none.
+func perNamespace(namespaces []string, newInformer func(namespace string) cache.SharedIndexInformer) cache.SharedIndexInformer {
+	if len(namespaces) == 0 {
+		return newInformer(metav1.NamespaceAll)
+	}
+	parts := map[string]cache.SharedIndexInformer{}
+	for _, ns := range namespaces {
+		parts[ns] = newInformer(ns)
+	}
+	return NewMulti(parts)
+}
+
+// NewMulti returns the informer over parts, by namespace.
+func NewMulti(parts map[string]cache.SharedIndexInformer) *Multi {
+	return &Multi{parts: parts, order: slices.Sorted(maps.Keys(parts))}
+}
+
+func (m *Multi) each(f func(ns string, inf cache.SharedIndexInformer) error) error {
+	var errs []error
+	for _, ns := range m.order {
+		if err := f(ns, m.parts[ns]); err != nil {
+			errs = append(errs, fmt.Errorf("namespace %s: %w", ns, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// registration is a handler's registration on every part.
+type registration struct {
+	parts map[string]cache.ResourceEventHandlerRegistration
+}
+
+func (r registration) HasSynced() bool {
+	for _, p := range r.parts {
+		if !p.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (r registration) HasSyncedChecker() cache.DoneChecker {
+	d := allDone{name: "multi-namespace handler"}
+	for _, p := range r.parts {
+		d.parts = append(d.parts, p.HasSyncedChecker())
+	}
+	return d
+}
+
+// allDone is done when every part is.
+type allDone struct {
+	name  string
+	parts []cache.DoneChecker
+}
+
+func (d allDone) Name() string { return d.name }
+
+// Done's channel closes once every part's has (a goroutine waits for them
+// in turn, and ends with the last).
+func (d allDone) Done() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for _, p := range d.parts {
+			<-p.Done()
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+func (m *Multi) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return m.AddEventHandlerWithOptions(h, cache.HandlerOptions{})
+}
+
+func (m *Multi) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return m.AddEventHandlerWithOptions(h, cache.HandlerOptions{ResyncPeriod: &resync})
+}
+
+func (m *Multi) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	r := registration{parts: map[string]cache.ResourceEventHandlerRegistration{}}
+	var mu sync.Mutex
+	err := m.each(func(ns string, inf cache.SharedIndexInformer) error {
+		reg, err := inf.AddEventHandlerWithOptions(h, o)
+		mu.Lock()
+		r.parts[ns] = reg
+		mu.Unlock()
+		return err
+	})
+	return r, err
+}
+
+func (m *Multi) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
+	r, ok := handle.(registration)
+	if !ok {
+		return fmt.Errorf("registration %T is not one of this informer's", handle)
+	}
+	return m.each(func(ns string, inf cache.SharedIndexInformer) error { return inf.RemoveEventHandler(r.parts[ns]) })
+}
+
+func (m *Multi) GetStore() cache.Store     { return multiIndexer{m} }
+func (m *Multi) GetIndexer() cache.Indexer { return multiIndexer{m} }
+
+// GetController is nil: the parts have controllers, the whole has none.
+func (m *Multi) GetController() cache.Controller { return nil }
+
+func (m *Multi) Run(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	m.RunWithContext(ctx)
+}
+
+// RunWithContext runs every part and returns when all have stopped.
+func (m *Multi) RunWithContext(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, inf := range m.parts {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	wg.Wait()
+}
+
+func (m *Multi) HasSynced() bool {
+	for _, inf := range m.parts {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Multi) HasSyncedChecker() cache.DoneChecker {
+	d := allDone{name: "multi-namespace informer"}
+	for _, ns := range m.order {
+		d.parts = append(d.parts, m.parts[ns].HasSyncedChecker())
+	}
+	return d
+}
+
+// LastSyncResourceVersion is the parts' versions, by namespace: resource
+// versions of different lists are not comparable, so there is no one.
+func (m *Multi) LastSyncResourceVersion() string {
+	var b strings.Builder
+	for _, ns := range m.order {
+		fmt.Fprintf(&b, "%s=%s;", ns, m.parts[ns].LastSyncResourceVersion())
+	}
+	return b.String()
+}
+
+func (m *Multi) SetWatchErrorHandler(h cache.WatchErrorHandler) error {
+	return m.each(func(_ string, inf cache.SharedIndexInformer) error { return inf.SetWatchErrorHandler(h) })
+}
+
+func (m *Multi) SetWatchErrorHandlerWithContext(h cache.WatchErrorHandlerWithContext) error {
+	return m.each(func(_ string, inf cache.SharedIndexInformer) error { return inf.SetWatchErrorHandlerWithContext(h) })
+}
+
+func (m *Multi) SetTransform(f cache.TransformFunc) error {
+	return m.each(func(_ string, inf cache.SharedIndexInformer) error { return inf.SetTransform(f) })
+}
+
+func (m *Multi) IsStopped() bool {
+	for _, inf := range m.parts {
+		if !inf.IsStopped() {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Multi) AddIndexers(indexers cache.Indexers) error {
+	return m.each(func(_ string, inf cache.SharedIndexInformer) error { return inf.AddIndexers(indexers) })
+}
+
+// multiIndexer reads across the parts' indexers; it takes no writes.
+type multiIndexer struct{ m *Multi }
+
+var errReadOnly = errors.New("a multi-namespace informer's store is read-only")
+
+func (multiIndexer) Add(any) error                          { return errReadOnly }
+func (multiIndexer) Update(any) error                       { return errReadOnly }
+func (multiIndexer) Delete(any) error                       { return errReadOnly }
+func (multiIndexer) Replace([]any, string) error            { return errReadOnly }
+func (multiIndexer) Resync() error                          { return nil }
+func (multiIndexer) Bookmark(string)                        {}
+func (x multiIndexer) LastStoreSyncResourceVersion() string { return x.m.LastSyncResourceVersion() }
+
+func (x multiIndexer) List() []any {
+	var out []any
+	for _, ns := range x.m.order {
+		out = append(out, x.m.parts[ns].GetIndexer().List()...)
+	}
+	return out
+}
+
+func (x multiIndexer) ListKeys() []string {
+	var out []string
+	for _, ns := range x.m.order {
+		out = append(out, x.m.parts[ns].GetIndexer().ListKeys()...)
+	}
+	return out
+}
+
+func (x multiIndexer) Get(obj any) (any, bool, error) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	return x.GetByKey(key)
+}
+
+// GetByKey asks the part of the key's namespace (of a Namespace's key, its
+// name: the part that watches that namespace), else the part of every other
+// namespace ("") if there is one; a key of a namespace courier does not
+// watch is not there.
+func (x multiIndexer) GetByKey(key string) (any, bool, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	if ns == "" {
+		ns = name
+	}
+	inf, ok := x.m.parts[ns]
+	if !ok {
+		if inf, ok = x.m.parts[metav1.NamespaceAll]; !ok {
+			return nil, false, nil
+		}
+	}
+	return inf.GetIndexer().GetByKey(key)
+}
+
+func (x multiIndexer) Index(name string, obj any) ([]any, error) {
+	var out []any
+	err := x.m.each(func(_ string, inf cache.SharedIndexInformer) error {
+		items, err := inf.GetIndexer().Index(name, obj)
+		out = append(out, items...)
+		return err
+	})
+	return out, err
+}
+
+func (x multiIndexer) IndexKeys(name, value string) ([]string, error) {
+	var out []string
+	err := x.m.each(func(_ string, inf cache.SharedIndexInformer) error {
+		keys, err := inf.GetIndexer().IndexKeys(name, value)
+		out = append(out, keys...)
+		return err
+	})
+	return out, err
+}
+
+func (x multiIndexer) ListIndexFuncValues(name string) []string {
+	seen := map[string]bool{}
+	for _, ns := range x.m.order {
+		for _, v := range x.m.parts[ns].GetIndexer().ListIndexFuncValues(name) {
+			seen[v] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+func (x multiIndexer) ByIndex(name, value string) ([]any, error) {
+	var out []any
+	err := x.m.each(func(_ string, inf cache.SharedIndexInformer) error {
+		items, err := inf.GetIndexer().ByIndex(name, value)
+		out = append(out, items...)
+		return err
+	})
+	return out, err
+}
+
+// GetIndexers is the first part's: AddIndexers gives every part the same.
+func (x multiIndexer) GetIndexers() cache.Indexers {
+	if len(x.m.order) == 0 {
+		return cache.Indexers{}
+	}
+	return x.m.parts[x.m.order[0]].GetIndexer().GetIndexers()
+}
+
+func (x multiIndexer) AddIndexers(indexers cache.Indexers) error { return x.m.AddIndexers(indexers) }
