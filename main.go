@@ -266,6 +266,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{Cluster: o.ClusterName})
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
+		Selective:    o.ResourceLabelSelector != "",
 		ReloadAll:    o.ReloadAll,
 		NotifyOnly:   o.ReloadMode == "notify",
 		StormChanges: o.ReloadStormChanges,

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +214,120 @@ func scopedProbe(t *testing.T, cp *courierProcess, src, dst, tid string) (failed
 	setNamespaceLabels(t, dst, func(l map[string]string) { delete(l, "test") })
 	check("replica deleted when its namespace stops matching", secretGone(dst, "s"))
 	return failed
+}
+
+// TestResourceLabelSelectorKeepsOtherObjectsOutOfCouriersReachAndMemory
+// runs courier with --resource-label-selector=courier-scope=yes: twenty
+// unlabelled 500 KiB Secrets never reach its heap; an unlabelled source is
+// never replicated and a change to an unlabelled input never rolls a
+// workload out; a labelled source is replicated (its replica carries the
+// label, so courier sees it and reverts an edit), its change rolls its
+// consumer out once, and, protected, it is restored from its backup (which
+// carries the label too) when deleted.
+func TestResourceLabelSelectorKeepsOtherObjectsOutOfCouriersReachAndMemory(t *testing.T) {
+	tid := testID()
+	src := newNamespace(t, "sel-src", nil)
+	dst := newNamespace(t, "sel-dst", map[string]string{"test": tid})
+	tenant := newNamespace(t, "sel-tenant", nil)
+	cp := startCourier(t, "--source-namespaces="+src, "--resource-label-selector=courier-scope=yes", "--profiling", "--reload-debounce=100ms")
+	cp.WaitLeader(t.Context())
+	before := liveHeap(t, cp)
+
+	const objects, size = 20, 500 << 10
+	for i := range objects {
+		createSecret(t, tenant, fmt.Sprintf("big-%d", i), withData("blob", string(make([]byte, size))))
+	}
+	createSecret(t, src, "plain-source", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v"))
+	createSecret(t, src, "shared", withLabel("courier-scope", "yes"), withLabel(keyProtect, "true"),
+		withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v1"))
+	withinSpec(t, "labelled source replicated", secretIn(dst, "shared", map[string][]byte{"k": []byte("v1")}))
+	r, err := getSecret(t.Context(), dst, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Labels["courier-scope"] != "yes" {
+		t.Errorf("the replica's labels %v lack courier-scope=yes: courier would not see its own replica", r.Labels)
+	}
+	consistently(t, quiet, "unlabelled source never replicated", secretGone(dst, "plain-source"))
+	after := liveHeap(t, cp)
+	t.Logf("heap %.1f MiB → %.1f MiB with %d unlabelled Secrets of %d KiB", before/(1<<20), after/(1<<20), objects, size>>10)
+	if grew := after - before; grew > 4<<20 {
+		t.Errorf("courier's heap grew %.1f MiB with %.0f MiB of Secrets outside its selector, want under 4 MiB", grew/(1<<20), float64(objects*size)/(1<<20))
+	}
+
+	// The replica is seen: an edit is reverted.
+	eventually(t, converge, "replica edited", editSecret(dst, "shared", "k", "edited"))
+	withinSpec(t, "edited replica reverted", secretIn(dst, "shared", map[string][]byte{"k": []byte("v1")}))
+
+	// Reload: the unlabelled input is not seen; the labelled one is.
+	createSecret(t, dst, "plain", withData("k", "1"))
+	createDeployment(t, dst, "app", map[string]string{keyReload: "true"},
+		podSpec([]corev1.EnvVar{keyRef("secret", "shared", "k"), keyRef("secret", "plain", "k")}, nil, nil))
+	n := settled(t, dst, "app")
+	updateSecret(t, dst, "plain", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	noRollout(t, dst, "app", n)
+	updateSecret(t, src, "shared", func(s *corev1.Secret) { s.Data["k"] = []byte("v2") })
+	rolledOutOnce(t, dst, "app", n, "secret/shared")
+
+	// Protected: restored from its backup, which courier sees.
+	deleteSecret(t, src, "shared")
+	eventually(t, converge, "protected source restored", secretIn(src, "shared", map[string][]byte{"k": []byte("v2")}))
+	s, err := getSecret(t.Context(), src, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Labels["courier-scope"] != "yes" {
+		t.Errorf("the restored source's labels %v lack courier-scope=yes", s.Labels)
+	}
+}
+
+// TestStatusAndMigrateWorkWithTheScopedRoles runs courier status and
+// courier migrate with --watch-namespaces under exactly the Roles a
+// namespace-scoped courier has: they report the source in a and its
+// replica in b, say what the scope leaves out, and are never refused.
+func TestStatusAndMigrateWorkWithTheScopedRoles(t *testing.T) {
+	tid := testID()
+	a := newNamespace(t, "scoped-a", map[string]string{"test": tid})
+	b := newNamespace(t, "scoped-b", map[string]string{"test": tid})
+	own := newNamespace(t, "courier-scoped", nil)
+	id := scopedIdentity(t, "courier-scoped-"+tid, scopedRules(t), a, b, own)
+	args := []string{"--namespace=" + own, "--watch-namespaces=" + a + "," + b, "--source-namespaces=" + a}
+	cp := startCourierAs(t, id, nil, args...)
+	cp.WaitLeader(t.Context())
+	createSecret(t, a, "shared", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v"))
+	withinSpec(t, "replica in b", secretIn(b, "shared", map[string][]byte{"k": []byte("v")}))
+	createDeployment(t, b, "legacy", map[string]string{"reloader.stakater.com/auto": "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "shared", "k")}, nil, nil))
+
+	kubeconfig := writeKubeconfig(t, id)
+	out, code := runCourierCommand(t, append([]string{"status", "--kubeconfig=" + kubeconfig, "--resource-label-selector="}, args...)...)
+	if code != 0 || strings.Contains(out, "forbidden") {
+		t.Fatalf("courier status under the scoped Roles: exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{a + "/shared", "Scope: courier watches only the namespaces"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("courier status does not say %q:\n%s", want, out)
+		}
+	}
+	out, code = runCourierCommand(t, append([]string{"migrate", "--kubeconfig=" + kubeconfig}, args...)...)
+	if code != 0 || strings.Contains(out, "forbidden") {
+		t.Fatalf("courier migrate under the scoped Roles: exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, b+"/legacy") {
+		t.Errorf("courier migrate does not list the Deployment with Reloader's annotation in b:\n%s", out)
+	}
+}
+
+// runCourierCommand runs the courier binary with args (a subcommand) and
+// returns its output, stdout and stderr together, and exit code.
+func runCourierCommand(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), env.courier, args...).CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
 }

@@ -42,6 +42,9 @@ const workerCount = 64
 type Options struct {
 	// Namespace is courier's own: the digest key lives there (KeySecret).
 	Namespace string
+	// Selective: --resource-label-selector is set; an input never seen
+	// may be outside it, so it does not hold rollouts back (observed).
+	Selective bool
 	// ReloadAll reloads consumers of any change, without opt-in annotations.
 	ReloadAll bool
 	// StormChanges and StormWindow are the circuit breaker per input: more

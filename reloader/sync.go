@@ -305,6 +305,10 @@ type observed struct {
 	// digest of what they held before (see hint), for those not in its
 	// baseline: opting in with a change rolls that change out.
 	previous baseline
+	// selective: --resource-label-selector is set, so an input courier has
+	// never seen may exist outside it: it holds nothing back (one seen
+	// before and gone still does).
+	selective bool
 }
 
 // decide compares what a workload consumes now with its stored baseline
@@ -349,10 +353,11 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 		if _, ok := o.now[id]; ok || o.missingKeys[id] != nil {
 			continue
 		}
-		if old, seen := before[id]; seen {
+		old, seen := before[id]
+		if seen {
 			next[id] = old
 		}
-		if !optional {
+		if !optional && (seen || !o.selective) {
 			missing = append(missing, id)
 		}
 	}
@@ -392,7 +397,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 	tmplAnnotations := workload.TemplateAnnotations(tmplObj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
-		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg}
+		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg, selective: c.opts.Selective}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
 	if tmplObj != obj {

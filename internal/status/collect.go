@@ -131,17 +131,27 @@ func each(ctx context.Context, list pager.ListPageFunc, opts metav1.ListOptions,
 	return p.EachListItem(ctx, opts, fn)
 }
 
+// sourceHash reads one source whole, with a list selecting it by name:
+// courier's RBAC grants list (its informers), never get, on Secrets and
+// ConfigMaps, so status needs no more than courier has.
 func sourceHash(ctx context.Context, client kubernetes.Interface, kind, ns, name string) (string, error) {
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
 	if kind == wellknown.KindSecret {
-		s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		l, err := client.CoreV1().Secrets(ns).List(ctx, byName)
 		if err != nil {
-			return "", fmt.Errorf("get source Secret %s/%s: %w", ns, name, err)
+			return "", fmt.Errorf("read source Secret %s/%s: %w", ns, name, err)
 		}
-		return SecretHash(s), nil
+		if len(l.Items) == 0 {
+			return "", apierrors.NewNotFound(corev1.Resource("secrets"), name)
+		}
+		return SecretHash(&l.Items[0]), nil
 	}
-	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	l, err := client.CoreV1().ConfigMaps(ns).List(ctx, byName)
 	if err != nil {
-		return "", fmt.Errorf("get source ConfigMap %s/%s: %w", ns, name, err)
+		return "", fmt.Errorf("read source ConfigMap %s/%s: %w", ns, name, err)
 	}
-	return ConfigMapHash(cm), nil
+	if len(l.Items) == 0 {
+		return "", apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+	}
+	return ConfigMapHash(&l.Items[0]), nil
 }
