@@ -224,20 +224,26 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	if err != nil {
 		return nil, err // Parse checked it
 	}
+	keyLabels, err := config.SatisfyingLabels(o.ResourceLabelSelector)
+	if err != nil {
+		return nil, err // Parse checked it
+	}
 	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
 	scope := informers.Scope{Namespaces: o.WatchNamespaces, ResourceLabels: o.ResourceLabelSelector}
-	inf, err := informers.New(client, roles, scope)
+	inf, err := informers.New(client, roles, scope, logger)
 	if err != nil {
 		return nil, err
 	}
 	if len(o.ReloadResources) > 0 {
-		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, scope.Namespaces, logger); err != nil {
+		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, scope, logger); err != nil {
 			return nil, err
 		}
 		reg.MustRegister(inf.Custom)
 	}
 	if o.ReloadCSI {
-		inf.ProviderStatuses = informers.NewProviderStatuses(dyn, scope.Namespaces, logger)
+		if inf.ProviderStatuses, err = informers.NewProviderStatuses(dyn, scope, logger); err != nil {
+			return nil, err
+		}
 	}
 	queues := metrics.NewQueues(reg)
 	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
@@ -259,6 +265,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 		QueueMetrics:      queues,
 		Guard:             grd,
 		ScopeLabels:       scopeLabels,
+		Scoped:            len(o.WatchNamespaces) > 0 || o.ResourceLabelSelector != "",
 	})
 	if err != nil {
 		return nil, err
@@ -267,6 +274,7 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
 		Selective:    o.ResourceLabelSelector != "",
+		KeyLabels:    keyLabels,
 		ReloadAll:    o.ReloadAll,
 		NotifyOnly:   o.ReloadMode == "notify",
 		StormChanges: o.ReloadStormChanges,

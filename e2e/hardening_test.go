@@ -346,7 +346,7 @@ func TestInstallIntoAnotherNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(rendered), installNamespace) {
-		t.Errorf("the overlay's render still names %s:\n%s", installNamespace, grepLines(string(rendered), installNamespace))
+		t.Errorf("the overlay's render still names %s:\n%s", installNamespace, linesWith(string(rendered), installNamespace))
 	}
 	t.Cleanup(func() {
 		_, _ = kubectl(context.Background(), "delete", "-k", overlay, "--wait=true", "--timeout=90s")

@@ -314,3 +314,14 @@ func configMapGone(ns, name string) func(context.Context) (bool, error) {
 		return apierrors.IsNotFound(err), nil
 	}
 }
+
+// linesWith is the lines of text that contain sub.
+func linesWith(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -459,7 +459,7 @@ func TestOneSourceChangeThroughFiftyReplicasGivesOneRolloutPerConsumer(t *testin
 		}
 	}
 	if metricSum(before, `courier_reloader_reloads_total{kind="Deployment",result="success"}`) != 0 {
-		t.Fatalf("reloads counted before the change:\n%s", grepLines(before, "courier_reloader_reloads_total"))
+		t.Fatalf("reloads counted before the change:\n%s", linesWith(before, "courier_reloader_reloads_total"))
 	}
 	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_reloader_reloads_total{kind="Deployment",result="success"}`: float64(n)})
 }

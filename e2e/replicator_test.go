@@ -413,7 +413,7 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 		`courier_workqueue_depth{name="replicator"}`:                 0,
 	})
 	if m := c.Metrics(t.Context()); metricSum(m, "courier_replicator_writes_total") != 0 {
-		t.Errorf("courier counted replica writes after a restart in sync:\n%s", grepLines(m, "courier_replicator_writes_total"))
+		t.Errorf("courier counted replica writes after a restart in sync:\n%s", linesWith(m, "courier_replicator_writes_total"))
 	}
 	if after := apiserverWrites(t, "secrets"); after != before {
 		t.Errorf("the API server saw %v secret writes during the restart, want 0", after-before)
@@ -453,16 +453,6 @@ func apiserverWrites(t *testing.T, resource string) float64 {
 		}
 	}
 	return sum
-}
-
-func grepLines(text, prefix string) string {
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func TestConflictsInManyNamespacesGiveOneSummaryEvent(t *testing.T) {

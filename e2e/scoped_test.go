@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // scopedRules is the Role of manifests/namespace-scoped/access: what
@@ -98,10 +99,8 @@ func TestNamespaceScopedCourierNeedsOnlyRoles(t *testing.T) {
 	withinSpec(t, "replica deleted when b stops matching", secretGone(b, "shared"))
 	consistently(t, quiet, "still nothing in c", secretGone(c, "shared"))
 
-	for _, line := range strings.Split(cp.Logs(), "\n") {
-		if strings.Contains(line, "forbidden") {
-			t.Errorf("the API server refused the namespace-scoped courier something (a request outside its Roles):\n%s", line)
-		}
+	if refused := linesWith(cp.Logs(), "forbidden"); refused != "" {
+		t.Errorf("the API server refused the namespace-scoped courier something (a request outside its Roles):\n%s", refused)
 	}
 }
 
@@ -229,8 +228,15 @@ func TestResourceLabelSelectorKeepsOtherObjectsOutOfCouriersReachAndMemory(t *te
 	src := newNamespace(t, "sel-src", nil)
 	dst := newNamespace(t, "sel-dst", map[string]string{"test": tid})
 	tenant := newNamespace(t, "sel-tenant", nil)
-	cp := startCourier(t, "--source-namespaces="+src, "--resource-label-selector=courier-scope=yes", "--profiling", "--reload-debounce=100ms")
+	own := newNamespace(t, "courier-sel", nil)
+	cp := startCourier(t, "--namespace="+own, "--source-namespaces="+src+","+own, "--resource-label-selector=courier-scope=yes",
+		"--profiling", "--reload-debounce=100ms")
 	cp.WaitLeader(t.Context())
+	// courier's own namespace is filtered like any other: an unlabelled
+	// source there is not seen either.
+	createSecret(t, own, "own-plain", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v"))
+	createSecret(t, own, "own-labelled", withLabel("courier-scope", "yes"), withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v"))
+	withinSpec(t, "labelled source in courier's namespace replicated", secretIn(dst, "own-labelled", map[string][]byte{"k": []byte("v")}))
 	before := liveHeap(t, cp)
 
 	const objects, size = 20, 500 << 10
@@ -248,7 +254,17 @@ func TestResourceLabelSelectorKeepsOtherObjectsOutOfCouriersReachAndMemory(t *te
 	if r.Labels["courier-scope"] != "yes" {
 		t.Errorf("the replica's labels %v lack courier-scope=yes: courier would not see its own replica", r.Labels)
 	}
-	consistently(t, quiet, "unlabelled source never replicated", secretGone(dst, "plain-source"))
+	consistently(t, quiet, "unlabelled sources never replicated", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"plain-source", "own-plain"} {
+			if gone, err := secretGone(dst, name)(ctx); !gone || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if n := eventCount(t, src, "plain-source", "ReplicaConflict"); n > 0 {
+		t.Errorf("%d ReplicaConflict Events on a source courier should not see", n)
+	}
 	after := liveHeap(t, cp)
 	t.Logf("heap %.1f MiB → %.1f MiB with %d unlabelled Secrets of %d KiB", before/(1<<20), after/(1<<20), objects, size>>10)
 	if grew := after - before; grew > 4<<20 {
@@ -330,4 +346,138 @@ func runCourierCommand(t *testing.T, args ...string) (string, int) {
 		t.Fatal(err)
 	}
 	return string(out), 0
+}
+
+// TestNamespaceScopedCustomKindsUseTheChartsRoles runs a namespace-scoped
+// courier with --reload-resources as its ServiceAccount bound to what the
+// chart renders for scope.namespaces and config.reloadResources: the Roles
+// (the kind's objects among their rules) and the one cluster-scoped grant,
+// the kind's CRD read by name. A custom resource in the watched namespace
+// is reloaded once per change; one in a namespace courier does not watch
+// is never touched; and nothing is refused.
+func TestNamespaceScopedCustomKindsUseTheChartsRoles(t *testing.T) {
+	group := testID() + ".e2e.courier.dev"
+	item := "gadgets." + group
+	tid := testID()
+	a := newNamespace(t, "scoped-a", nil)
+	c := newNamespace(t, "scoped-c", nil)
+	own := newNamespace(t, "courier-scoped", nil)
+	objs := helmTemplate(t, "--set=scope.namespaces={"+a+"},config.reloadResources={"+item+"}")
+	role, ok := objs["Role/"+a+"/courier"]
+	if !ok {
+		t.Fatalf("the chart renders no Role courier in %s", a)
+	}
+	var r rbacv1.Role
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role, &r); err != nil {
+		t.Fatal(err)
+	}
+	id := scopedIdentity(t, "courier-scoped-"+tid, r.Rules, a, own)
+	id.rules.cluster = reloadResourcesRules(t, "the chart", objs)
+	if err := id.grantCluster(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { id.revokeCluster(context.Background()) })
+
+	gadgets := createCRD(t, group, "gadgets", "Gadget")
+	op := startTestOperator(t, gadgets, "metadata", "annotations")
+	cp := startCourierAs(t, id, nil, "--namespace="+own, "--watch-namespaces="+a, "--source-namespaces="+a,
+		"--reload-resources="+item, "--reload-debounce=100ms")
+	cp.WaitLeader(t.Context())
+	for _, ns := range []string{a, c} {
+		createSecret(t, ns, "db", withData("password", "1"))
+		createCustom(t, gadgets, "Gadget", ns, "g", map[string]string{keyReloadOn: "secret/db"})
+	}
+	customBaselined(t, gadgets, a, "g")
+	for _, ns := range []string{a, c} {
+		updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
+	}
+	eventually(t, converge, "the gadget in the watched namespace reloaded", func(context.Context) (bool, error) {
+		return op.rollouts(a, "g") == 1, nil
+	})
+	consistently(t, quiet, "once, and never the one courier does not watch", func(ctx context.Context) (bool, error) {
+		u, err := getCustom(ctx, t, gadgets, c, "g")
+		return err == nil && op.rollouts(a, "g") == 1 && op.rollouts(c, "g") == 0 && u.GetAnnotations()[keyInputs] == "", err
+	})
+	if refused := linesWith(cp.Logs(), "forbidden"); refused != "" {
+		t.Errorf("the API server refused the namespace-scoped courier something:\n%s", refused)
+	}
+}
+
+
+// TestResourceLabelSelectorAdoptsWhatCourierWroteBefore turns
+// --resource-label-selector on for a courier that ran without it: the
+// replica, the backup and the digest key it wrote then carry no selector
+// label, so courier no longer sees them; it adopts each (a patch adding the
+// source's label, applied only to objects carrying its own marks) instead
+// of failing to create them forever. The replica is then reverted when
+// edited, the protected source restored from its adopted backup, and the
+// consumer rolled out once per change.
+func TestResourceLabelSelectorAdoptsWhatCourierWroteBefore(t *testing.T) {
+	tid := testID()
+	src := newNamespace(t, "adopt-src", nil)
+	dst := newNamespace(t, "adopt-dst", map[string]string{"test": tid})
+	own := newNamespace(t, "courier-adopt", nil)
+	args := []string{"--namespace=" + own, "--source-namespaces=" + src, "--reload-debounce=100ms"}
+	before := startCourier(t, args...)
+	before.WaitLeader(t.Context())
+	createSecret(t, src, "shared", withLabel("courier-scope", "yes"), withLabel(keyProtect, "true"),
+		withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v1"))
+	withinSpec(t, "replica written without the selector", secretIn(dst, "shared", map[string][]byte{"k": []byte("v1")}))
+	createDeployment(t, dst, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "shared", "k")}, nil, nil))
+	n := settled(t, dst, "app")
+	eventually(t, converge, "backup written", func(ctx context.Context) (bool, error) {
+		l, err := admin().CoreV1().Secrets(src).List(ctx, metav1.ListOptions{LabelSelector: "courier.dev/backup=true"})
+		return err == nil && len(l.Items) == 1, err
+	})
+	before.Stop()
+	for _, o := range []struct{ ns, selector string }{{dst, "courier.dev/replica=true"}, {src, "courier.dev/backup=true"}, {own, "courier.dev/digest-key=true"}} {
+		l, err := admin().CoreV1().Secrets(o.ns).List(t.Context(), metav1.ListOptions{LabelSelector: o.selector + ",!courier-scope"})
+		if err != nil || len(l.Items) != 1 {
+			t.Fatalf("want one Secret %s without courier-scope in %s before the selector, got %d (%v)", o.selector, o.ns, len(l.Items), err)
+		}
+	}
+
+	cp := startCourier(t, append(args, "--resource-label-selector=courier-scope=yes")...)
+	cp.WaitLeader(t.Context())
+	for _, o := range []struct{ ns, selector string }{{dst, "courier.dev/replica=true"}, {src, "courier.dev/backup=true"}, {own, "courier.dev/digest-key=true"}} {
+		eventually(t, converge, o.selector+" adopted: it carries courier-scope=yes", func(ctx context.Context) (bool, error) {
+			l, err := admin().CoreV1().Secrets(o.ns).List(ctx, metav1.ListOptions{LabelSelector: o.selector + ",courier-scope=yes"})
+			return err == nil && len(l.Items) == 1, err
+		})
+	}
+	eventually(t, converge, "replica edited", editSecret(dst, "shared", "k", "edited"))
+	withinSpec(t, "edited replica reverted", secretIn(dst, "shared", map[string][]byte{"k": []byte("v1")}))
+	updateSecret(t, src, "shared", func(s *corev1.Secret) { s.Data["k"] = []byte("v2") })
+	rolledOutOnce(t, dst, "app", n, "secret/shared")
+	deleteSecret(t, src, "shared")
+	eventually(t, converge, "protected source restored from its adopted backup", secretIn(src, "shared", map[string][]byte{"k": []byte("v2")}))
+	if refused := linesWith(cp.Logs(), "already exists"); refused != "" {
+		t.Errorf("courier kept failing to create what it wrote before:\n%s", refused)
+	}
+}
+
+// TestNamespaceScopedCourierSaysWhichNamespaceRefusesIt: a namespace of
+// --watch-namespaces where courier has no Role keeps it not ready, and its
+// log names that namespace and the fix; once the Role is bound there,
+// courier becomes ready and replicates into it.
+func TestNamespaceScopedCourierSaysWhichNamespaceRefusesIt(t *testing.T) {
+	tid := testID()
+	a := newNamespace(t, "scoped-a", map[string]string{"test": tid})
+	b := newNamespace(t, "scoped-b", map[string]string{"test": tid})
+	own := newNamespace(t, "courier-scoped", nil)
+	rules := scopedRules(t)
+	id := scopedIdentity(t, "courier-scoped-"+tid, rules, a, own) // none in b yet
+	cp := startCourierAs(t, id, nil, "--namespace="+own, "--watch-namespaces="+a+","+b, "--source-namespaces="+a)
+	eventually(t, converge, "the log names the namespace that refuses courier, and the fix", func(context.Context) (bool, error) {
+		l := linesWith(cp.Logs(), "courier may not list or watch in a namespace of --watch-namespaces")
+		return strings.Contains(l, `"namespace":"`+b+`"`) && strings.Contains(l, "bind courier's Role there"), nil
+	})
+	if code, _, err := cp.get(t.Context(), "/readyz"); err != nil || code == 200 {
+		t.Fatalf("/readyz = %d (%v) while courier may not list in %s; want not ready", code, err, b)
+	}
+	scopedIdentity(t, id.sa, rules, b)
+	cp.WaitReady(t.Context())
+	cp.WaitLeader(t.Context())
+	createSecret(t, a, "shared", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v"))
+	withinSpec(t, "replica in the namespace granted late", secretIn(b, "shared", map[string][]byte{"k": []byte("v")}))
 }

@@ -51,6 +51,6 @@ func TestVersionIsInTheBinaryAndTheMetrics(t *testing.T) {
 	c.WaitReady(t.Context())
 	series := fmt.Sprintf(`courier_build_info{goversion=%q,revision=%q,version=%q}`, m[3], m[2], m[1])
 	if v, ok := c.MetricValue(t.Context(), series); !ok || v != 1 {
-		t.Errorf("/metrics has no %s 1; it has:\n%s", series, grepLines(c.Metrics(t.Context()), "courier_build_info"))
+		t.Errorf("/metrics has no %s 1; it has:\n%s", series, linesWith(c.Metrics(t.Context()), "courier_build_info"))
 	}
 }

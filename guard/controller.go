@@ -85,7 +85,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	c := &Controller{
 		opts:     o,
 		roles:    role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation},
-		writer:   writer.New(client),
+		writer:   writer.New(client, o.ScopeLabels),
 		logger:   logger.Named("guard"),
 		recorder: recorder,
 		indexers: map[string]cache.Indexer{

@@ -25,13 +25,15 @@ const ByProviderClass = "courier.dev/by-provider-class"
 // NewProviderStatuses builds the informer of SecretProviderClassPodStatus
 // objects (--reload-csi), not started. The cache keeps of each only its
 // name, namespace, UID, resourceVersion and status (class, pod, objects).
-// It watches namespaces (Scope.Namespaces; none: all). Nothing waits for it to sync: the driver's CRDs may not be installed,
+// It watches scope's namespaces. Nothing waits for it to sync: the driver's CRDs may not be installed,
 // which is logged with the fix, as a missing permission is.
-func NewProviderStatuses(dyn dynamic.Interface, namespaces []string, logger *zap.Logger) cache.SharedIndexInformer {
-	inf := perNamespace(namespaces, func(ns string) cache.SharedIndexInformer {
+func NewProviderStatuses(dyn dynamic.Interface, scope Scope, logger *zap.Logger) (cache.SharedIndexInformer, error) {
+	inf := perNamespace(scope, func(ns string) cache.SharedIndexInformer {
 		return dynamicinformer.NewFilteredDynamicInformer(dyn, ProviderStatuses, ns, 0, cache.Indexers{}, nil).Informer()
 	})
-	_ = inf.AddIndexers(cache.Indexers{ByProviderClass: indexByProviderClass})
+	if err := inf.AddIndexers(cache.Indexers{ByProviderClass: indexByProviderClass}); err != nil {
+		return nil, err
+	}
 	_ = inf.SetTransform(trimProviderStatus)
 	var mu sync.Mutex
 	said := map[string]bool{} // each kind of failure once
@@ -54,7 +56,7 @@ func NewProviderStatuses(dyn dynamic.Interface, namespaces []string, logger *zap
 		}
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
-	return inf
+	return inf, nil
 }
 
 // ProviderClassOf is the SecretProviderClass a cached

@@ -40,7 +40,7 @@ type KindHandler func(workload.Custom, cache.SharedIndexInformer) (stop func(), 
 // installed later is picked up then; one whose CRD goes is dropped.
 type Custom struct {
 	client  dynamic.Interface
-	scope   []string // Scope.Namespaces: where the kinds' objects are watched
+	scope   Scope // where the kinds' objects are watched
 	logger  *zap.Logger
 	handler KindHandler
 	crds    []crdWatch
@@ -83,9 +83,9 @@ type runningKind struct {
 }
 
 // NewCustom builds the CRD informers for resources (none started); the
-// kinds' objects are watched in namespaces (Scope.Namespaces; none: all).
-func NewCustom(client dynamic.Interface, resources []workload.Resource, namespaces []string, logger *zap.Logger) (*Custom, error) {
-	c := &Custom{client: client, scope: namespaces, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
+// kinds' objects are watched in scope's namespaces.
+func NewCustom(client dynamic.Interface, resources []workload.Resource, scope Scope, logger *zap.Logger) (*Custom, error) {
+	c := &Custom{client: client, scope: scope, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
 	for _, r := range resources {
 		name := r.GroupResource.String()
 		inf := dynamicinformer.NewFilteredDynamicInformer(client, crdResource, "", 0, cache.Indexers{},
@@ -93,7 +93,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, namespac
 		if err := inf.SetTransform(trimCRD); err != nil {
 			return nil, err
 		}
-		if err := inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, inf, "the CustomResourceDefinition "+name,
+		if err := inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, "the CustomResourceDefinition "+name,
 			"grant list and watch on customresourcedefinitions named "+name+" (the chart does, for each of reloadResources; manifests/: see docs/reload.md)")); err != nil {
 			return nil, err
 		}
@@ -274,7 +274,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		}
 	}})
 	err := errors.Join(herr, inf.SetTransform(c.objectTransform(r.GroupResource, want)), inf.AddIndexers(indexers),
-		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, inf, want.Kind+" objects ("+want.GVR().String()+")",
+		inf.SetWatchErrorHandlerWithContext(c.watchError(r.GroupResource, want.Kind+" objects ("+want.GVR().String()+")",
 			"grant list, watch and patch on "+r.GroupResource.String()+" (the chart does, for each of reloadResources; manifests/: see docs/reload.md)")))
 	var stop func()
 	if err == nil {
@@ -353,11 +353,14 @@ func (c *Custom) warnedCount() int {
 
 // watchError logs a failed list or watch of what, with the fix when
 // courier is not allowed to.
-func (c *Custom) watchError(gr schema.GroupResource, inf cache.SharedIndexInformer, what, fix string) cache.WatchErrorHandlerWithContext {
+func (c *Custom) watchError(gr schema.GroupResource, what, fix string) cache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			c.mu.Lock()
-			c.forbidden[gr] = refusal{at: inf.LastSyncResourceVersion(), now: inf.LastSyncResourceVersion}
+			// The refused reflector's own version: with --watch-namespaces
+			// the kind's informer is a Multi, whose other namespaces'
+			// progress says nothing of this one.
+			c.forbidden[gr] = refusal{at: r.LastSyncResourceVersion(), now: r.LastSyncResourceVersion}
 			c.mu.Unlock()
 			c.logger.Error("courier may not list or watch "+what+", so that kind is not reloaded (nothing else waits for it; courier_custom_kind_watch_forbidden is 1): "+fix, zap.Error(err))
 			return

@@ -126,7 +126,7 @@ func TestCustomFollowsItsCRD(t *testing.T) {
 		{Group: "example.com", Version: "v2", Resource: "widgets"}: "WidgetList",
 	})
 	core, logs := observer.New(zap.InfoLevel)
-	c, err := NewCustom(client, rs, nil, zap.New(core))
+	c, err := NewCustom(client, rs, Scope{}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestWarnedObjectsAreForgottenWithThem(t *testing.T) {
 		crdGVR: "CustomResourceDefinitionList", widgets: "WidgetList",
 	})
 	core, logs := observer.New(zap.InfoLevel)
-	c, err := NewCustom(client, rs, nil, zap.New(core))
+	c, err := NewCustom(client, rs, Scope{}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

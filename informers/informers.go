@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -42,7 +44,6 @@ type Scope struct {
 // them.
 type Set struct {
 	factories []informers.SharedInformerFactory
-	scope     Scope
 
 	Secrets      Getter // Helm release Secrets left out
 	ConfigMaps   Getter
@@ -77,65 +78,65 @@ func (f fixed) Informer() cache.SharedIndexInformer { return f.inf }
 // roles is the configuration objects' roles depend on (package role): what
 // the cache keeps of each Secret and ConfigMap, and how they are indexed.
 // scope is what the caches hold.
-func New(client kubernetes.Interface, roles role.Config, scope Scope) (*Set, error) {
-	s := &Set{scope: scope}
-	namespaces := scope.Namespaces
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
+func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
+	s := &Set{}
+	type factory = informers.SharedInformerFactory
+	kinds := []struct {
+		field *Getter
+		of    func(f factory, ns string) cache.SharedIndexInformer
+	}{
+		{&s.Secrets, func(f factory, ns string) cache.SharedIndexInformer {
+			return f.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return coreinformers.NewFilteredSecretInformer(c, ns, resync, namespaceIndex(), func(o *metav1.ListOptions) {
+					want := scope.SecretOptions()
+					o.FieldSelector, o.LabelSelector = want.FieldSelector, want.LabelSelector
+				})
+			})
+		}},
+		{&s.ConfigMaps, func(f factory, ns string) cache.SharedIndexInformer {
+			return f.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return coreinformers.NewFilteredConfigMapInformer(c, ns, resync, namespaceIndex(), func(o *metav1.ListOptions) {
+					o.LabelSelector = scope.ConfigMapOptions().LabelSelector
+				})
+			})
+		}},
+		{&s.Namespaces, func(f factory, ns string) cache.SharedIndexInformer {
+			if ns == metav1.NamespaceAll {
+				return f.Core().V1().Namespaces().Informer()
+			}
+			return f.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+				return namedNamespaceInformer(c, ns)
+			})
+		}},
+		{&s.Deployments, func(f factory, _ string) cache.SharedIndexInformer { return f.Apps().V1().Deployments().Informer() }},
+		{&s.StatefulSets, func(f factory, _ string) cache.SharedIndexInformer { return f.Apps().V1().StatefulSets().Informer() }},
+		{&s.DaemonSets, func(f factory, _ string) cache.SharedIndexInformer { return f.Apps().V1().DaemonSets().Informer() }},
+		{&s.CronJobs, func(f factory, _ string) cache.SharedIndexInformer { return f.Batch().V1().CronJobs().Informer() }},
+		{&s.Jobs, func(f factory, _ string) cache.SharedIndexInformer { return f.Batch().V1().Jobs().Informer() }},
 	}
-	parts := map[string]map[string]cache.SharedIndexInformer{}
-	add := func(what, ns string, inf cache.SharedIndexInformer) {
-		if parts[what] == nil {
-			parts[what] = map[string]cache.SharedIndexInformer{}
-		}
-		parts[what][ns] = inf
-	}
-	factory := func(ns string) informers.SharedInformerFactory {
+	parts := make([]map[string]cache.SharedIndexInformer, len(kinds))
+	for _, ns := range scope.Each() {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 			informers.WithTransform(Transform(SourcesIn(roles))), informers.WithNamespace(ns))
 		s.factories = append(s.factories, f)
-		add("secrets", ns, f.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewFilteredSecretInformer(c, ns, resync, namespaceIndex(), func(o *metav1.ListOptions) {
-				scope.Narrow(ns, roles.Namespace, o)
-				o.FieldSelector = joinFields(SecretFieldSelector, o.FieldSelector)
-			})
-		}))
-		add("configmaps", ns, f.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewFilteredConfigMapInformer(c, ns, resync, namespaceIndex(), func(o *metav1.ListOptions) {
-				scope.Narrow(ns, roles.Namespace, o)
-			})
-		}))
-		return f
-	}
-	for _, ns := range namespaces {
-		f := factory(ns)
-		add("deployments", ns, f.Apps().V1().Deployments().Informer())
-		add("statefulsets", ns, f.Apps().V1().StatefulSets().Informer())
-		add("daemonsets", ns, f.Apps().V1().DaemonSets().Informer())
-		add("cronjobs", ns, f.Batch().V1().CronJobs().Informer())
-		add("jobs", ns, f.Batch().V1().Jobs().Informer())
-		if ns == metav1.NamespaceAll {
-			add("namespaces", ns, f.Core().V1().Namespaces().Informer())
-		} else {
-			add("namespaces", ns, f.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-				return namedNamespaceInformer(c, ns)
-			}))
+		for i, k := range kinds {
+			if parts[i] == nil {
+				parts[i] = map[string]cache.SharedIndexInformer{}
+			}
+			parts[i][ns] = k.of(f, ns)
 		}
 	}
-	if len(scope.Namespaces) == 0 && scope.ResourceLabels != "" {
-		factory(roles.Namespace) // courier's own namespace, whole (Narrow)
-	}
-	one := func(what string) Getter {
-		if len(parts[what]) == 1 {
-			for _, inf := range parts[what] {
-				return fixed{inf}
+	for i, k := range kinds {
+		*k.field = fixed{whole(parts[i])}
+		for ns, inf := range parts[i] {
+			if ns == metav1.NamespaceAll {
+				continue
+			}
+			if err := inf.SetWatchErrorHandlerWithContext(refusedIn(ns, logger)); err != nil {
+				return nil, err
 			}
 		}
-		return fixed{NewMulti(parts[what])}
 	}
-	s.Secrets, s.ConfigMaps, s.Namespaces = one("secrets"), one("configmaps"), one("namespaces")
-	s.Deployments, s.StatefulSets, s.DaemonSets = one("deployments"), one("statefulsets"), one("daemonsets")
-	s.CronJobs, s.Jobs = one("cronjobs"), one("jobs")
 	for _, inf := range []Getter{s.Secrets, s.ConfigMaps} {
 		if err := inf.Informer().AddIndexers(ContentIndexers(roles)); err != nil {
 			return nil, fmt.Errorf("add indexers: %w", err)
@@ -149,39 +150,38 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope) (*Set, err
 	return s, nil
 }
 
-// Lists are the namespaces to list Secrets and ConfigMaps in, each with
-// Narrow: Namespaces (own among them), or all ("") and, with
-// ResourceLabels, own apart.
-func (sc Scope) Lists(own string) []string {
-	switch {
-	case len(sc.Namespaces) > 0:
-		return sc.Namespaces
-	case sc.ResourceLabels != "":
-		return []string{metav1.NamespaceAll, own}
-	}
-	return []string{metav1.NamespaceAll}
-}
-
-// Narrow sets what of the Secrets and ConfigMaps in namespace ns ("": all)
-// the API server sends: those ResourceLabels selects, but in courier's own
-// namespace own every one (its digest key, its settings, the default
-// sources), which a list of its own then reads (Lists).
-func (sc Scope) Narrow(ns, own string, o *metav1.ListOptions) {
-	switch {
-	case sc.ResourceLabels == "" || ns == own:
-	case ns == metav1.NamespaceAll:
-		o.LabelSelector = sc.ResourceLabels
-		o.FieldSelector = fields.OneTermNotEqualSelector("metadata.namespace", own).String()
-	default:
-		o.LabelSelector = sc.ResourceLabels
+// refusedIn is the watch error handler of an informer of namespace ns
+// (--watch-namespaces): a refusal names the namespace and the fix, for
+// courier is not ready until every watched namespace's informers have
+// listed.
+func refusedIn(ns string, logger *zap.Logger) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			logger.Error("courier may not list or watch in a namespace of --watch-namespaces, so it is not ready: create the namespace and bind courier's Role there (manifests/namespace-scoped/access, or the chart's scope.namespaces), or remove it from the flag",
+				zap.String("namespace", ns), zap.Error(err))
+			return
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}
 }
 
-func joinFields(a, b string) string {
-	if b == "" {
-		return a
+// Each is the namespaces to list and watch in, one informer each:
+// Namespaces, or all ("").
+func (sc Scope) Each() []string {
+	if len(sc.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
 	}
-	return a + "," + b
+	return sc.Namespaces
+}
+
+// SecretOptions and ConfigMapOptions are the list (and watch) options of
+// Secrets and ConfigMaps: the Helm field selector, and ResourceLabels.
+func (sc Scope) SecretOptions() metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: SecretFieldSelector, LabelSelector: sc.ResourceLabels}
+}
+
+func (sc Scope) ConfigMapOptions() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: sc.ResourceLabels}
 }
 
 // namespaceIndex is a new map each time: an informer adds its indexers to

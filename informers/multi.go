@@ -30,15 +30,21 @@ type Multi struct {
 
 var _ cache.SharedIndexInformer = (*Multi)(nil)
 
-// perNamespace is newInformer(namespace) for each of namespaces as one
-// Multi, or newInformer("") for every namespace when there are none.
-func perNamespace(namespaces []string, newInformer func(namespace string) cache.SharedIndexInformer) cache.SharedIndexInformer {
-	if len(namespaces) == 0 {
-		return newInformer(metav1.NamespaceAll)
-	}
+// perNamespace is newInformer(namespace) for each namespace of scope
+// (Scope.Each) as one informer (whole).
+func perNamespace(scope Scope, newInformer func(namespace string) cache.SharedIndexInformer) cache.SharedIndexInformer {
 	parts := map[string]cache.SharedIndexInformer{}
-	for _, ns := range namespaces {
+	for _, ns := range scope.Each() {
 		parts[ns] = newInformer(ns)
+	}
+	return whole(parts)
+}
+
+// whole is the one informer of every namespace (key "") itself, else a
+// Multi over parts.
+func whole(parts map[string]cache.SharedIndexInformer) cache.SharedIndexInformer {
+	if inf, ok := parts[metav1.NamespaceAll]; ok && len(parts) == 1 {
+		return inf
 	}
 	return NewMulti(parts)
 }
@@ -73,33 +79,34 @@ func (r registration) HasSynced() bool {
 }
 
 func (r registration) HasSyncedChecker() cache.DoneChecker {
-	d := allDone{name: "multi-namespace handler"}
+	var parts []cache.DoneChecker
 	for _, p := range r.parts {
-		d.parts = append(d.parts, p.HasSyncedChecker())
+		parts = append(parts, p.HasSyncedChecker())
 	}
-	return d
+	return newAllDone("multi-namespace handler", parts)
 }
 
 // allDone is done when every part is.
 type allDone struct {
-	name  string
-	parts []cache.DoneChecker
+	name string
+	done chan struct{}
 }
 
-func (d allDone) Name() string { return d.name }
-
-// Done's channel closes once every part's has (a goroutine waits for them
-// in turn, and ends with the last).
-func (d allDone) Done() <-chan struct{} {
-	ch := make(chan struct{})
+// newAllDone's channel closes once every part's has (one goroutine waits
+// for them in turn, and ends with the last).
+func newAllDone(name string, parts []cache.DoneChecker) *allDone {
+	d := &allDone{name: name, done: make(chan struct{})}
 	go func() {
-		for _, p := range d.parts {
+		for _, p := range parts {
 			<-p.Done()
 		}
-		close(ch)
+		close(d.done)
 	}()
-	return ch
+	return d
 }
+
+func (d *allDone) Name() string          { return d.name }
+func (d *allDone) Done() <-chan struct{} { return d.done }
 
 func (m *Multi) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	return m.AddEventHandlerWithOptions(h, cache.HandlerOptions{})
@@ -111,12 +118,9 @@ func (m *Multi) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, re
 
 func (m *Multi) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	r := registration{parts: map[string]cache.ResourceEventHandlerRegistration{}}
-	var mu sync.Mutex
 	err := m.each(func(ns string, inf cache.SharedIndexInformer) error {
 		reg, err := inf.AddEventHandlerWithOptions(h, o)
-		mu.Lock()
 		r.parts[ns] = reg
-		mu.Unlock()
 		return err
 	})
 	return r, err
@@ -161,11 +165,11 @@ func (m *Multi) HasSynced() bool {
 }
 
 func (m *Multi) HasSyncedChecker() cache.DoneChecker {
-	d := allDone{name: "multi-namespace informer"}
+	var parts []cache.DoneChecker
 	for _, ns := range m.order {
-		d.parts = append(d.parts, m.parts[ns].HasSyncedChecker())
+		parts = append(parts, m.parts[ns].HasSyncedChecker())
 	}
-	return d
+	return newAllDone("multi-namespace informer", parts)
 }
 
 // LastSyncResourceVersion is the parts' versions, by namespace: resource
@@ -241,9 +245,8 @@ func (x multiIndexer) Get(obj any) (any, bool, error) {
 }
 
 // GetByKey asks the part of the key's namespace (of a Namespace's key, its
-// name: the part that watches that namespace), else the part of every other
-// namespace ("") if there is one; a key of a namespace courier does not
-// watch is not there.
+// name: the part that watches that namespace); a key of a namespace courier
+// does not watch is not there.
 func (x multiIndexer) GetByKey(key string) (any, bool, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -254,9 +257,7 @@ func (x multiIndexer) GetByKey(key string) (any, bool, error) {
 	}
 	inf, ok := x.m.parts[ns]
 	if !ok {
-		if inf, ok = x.m.parts[metav1.NamespaceAll]; !ok {
-			return nil, false, nil
-		}
+		return nil, false, nil
 	}
 	return inf.GetIndexer().GetByKey(key)
 }

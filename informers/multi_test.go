@@ -82,3 +82,25 @@ func TestMultiReadsAndHandsOnEveryNamespace(t *testing.T) {
 		f.Shutdown()
 	}
 }
+
+// TestMultiFindsANamespaceByItsName: a part watching one Namespace object
+// holds it under the key of its name, which GetByKey routes to that part.
+func TestMultiFindsANamespaceByItsName(t *testing.T) {
+	parts := map[string]cache.SharedIndexInformer{}
+	for _, name := range []string{"a", "b"} {
+		inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Namespace{}, 0, cache.Indexers{})
+		if err := inf.GetStore().Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		parts[name] = inf
+	}
+	m := NewMulti(parts)
+	for key, want := range map[string]bool{"a": true, "b": true, "c": false} {
+		if _, ok, err := m.GetIndexer().GetByKey(key); ok != want || err != nil {
+			t.Errorf("GetByKey(%q) found %v (%v), want %v", key, ok, err, want)
+		}
+	}
+	if keys := m.GetIndexer().ListKeys(); !slices.Equal(keys, []string{"a", "b"}) {
+		t.Errorf("ListKeys = %v", keys)
+	}
+}

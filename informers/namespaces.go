@@ -2,6 +2,8 @@ package informers
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,8 +23,10 @@ import (
 // --watch-namespaces needs no cluster-wide permission to read the labels
 // and the deletion of the namespaces it watches.
 func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedIndexInformer {
+	var listed atomic.Bool
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			listed.Store(true)
 			// "0": the watch starts from the API server's watch cache
 			// and sends the object as it is then, so the object's own,
 			// perhaps long compacted, resourceVersion is never watched
@@ -39,6 +43,12 @@ func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedInd
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			// A watch resumed from "0" (no event or bookmark since the
+			// list) would start afresh and never tell of a deletion in
+			// between: relist instead (the GET then finds it gone).
+			if !listed.Swap(false) && o.ResourceVersion == "0" {
+				return nil, errRelist
+			}
 			o.Watch = true
 			return c.CoreV1().RESTClient().Get().AbsPath("/api/v1/watch/namespaces", name).
 				VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
@@ -47,6 +57,8 @@ func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedInd
 	// A list here is one GET: the reflector must not stream it (WatchList).
 	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}), &corev1.Namespace{}, 0, cache.Indexers{})
 }
+
+var errRelist = errors.New("the namespace's watch ended before any event or bookmark: relisting it, so a deletion meanwhile is seen")
 
 // noWatchList says its client cannot stream lists (client-go's
 // watchlist.DoesClientNotSupportWatchListSemantics).

@@ -45,6 +45,9 @@ type Options struct {
 	// Selective: --resource-label-selector is set; an input never seen
 	// may be outside it, so it does not hold rollouts back (observed).
 	Selective bool
+	// KeyLabels are labels the selector selects (config.SatisfyingLabels),
+	// given to the digest key so courier sees it.
+	KeyLabels map[string]string
 	// ReloadAll reloads consumers of any change, without opt-in annotations.
 	ReloadAll bool
 	// StormChanges and StormWindow are the circuit breaker per input: more

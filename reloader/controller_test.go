@@ -42,7 +42,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, role.Config{Namespace: "courier"}, informers.Scope{})
+	inf, err := informers.New(client, role.Config{Namespace: "courier"}, informers.Scope{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/writer"
 )
 
 // The digests courier writes on workloads (courier.dev/config-inputs and
@@ -28,8 +31,8 @@ import (
 // uses the same key.
 
 // KeySecret is the name of the Secret holding the digest key, in courier's
-// namespace, labelled wellknown.DigestKey=true; its key "key" holds 32
-// random bytes.
+// namespace, labelled wellknown.DigestKey=true (and Options.KeyLabels); its
+// key "key" holds 32 random bytes.
 const KeySecret = wellknown.DigestKeySecret
 
 // digester computes a workload's digests with one key, or, with none, as
@@ -113,12 +116,18 @@ func (c *Controller) ensureKey(ctx context.Context) error {
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: KeySecret, Namespace: c.opts.Namespace,
-			Labels: map[string]string{wellknown.DigestKey: "true", wellknown.ManagedBy: wellknown.ManagedByValue}},
-		Data: map[string][]byte{"key": key},
+	labels := maps.Clone(c.opts.KeyLabels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	_, err := c.client.CoreV1().Secrets(c.opts.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: wellknown.FieldManager})
+	labels[wellknown.DigestKey], labels[wellknown.ManagedBy] = "true", wellknown.ManagedByValue
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: KeySecret, Namespace: c.opts.Namespace, Labels: labels},
+		Data:       map[string][]byte{"key": key},
+	}
+	// With --resource-label-selector the writer adopts a key made before
+	// the selector was set (its labels then get the selector's).
+	_, err := writer.New(c.client, slices.Collect(maps.Keys(c.opts.KeyLabels))).Create(ctx, s)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the digest key %s/%s: %w", c.opts.Namespace, KeySecret, err)
 	}

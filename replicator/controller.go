@@ -54,6 +54,9 @@ type Options struct {
 	// ScopeLabels are the label keys of --resource-label-selector: a
 	// replica carries its source's values of them (source.Record.With).
 	ScopeLabels []string
+	// Scoped: --watch-namespaces or --resource-label-selector is set, so a
+	// source courier does not see may exist outside its view.
+	Scoped bool
 }
 
 // Guard is what the replicator asks the guard (package guard).
@@ -127,7 +130,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		roles:    role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation},
 		logger:   logger.Named("replicator"),
 		recorder: recorder,
-		writer:   writer.New(client),
+		writer:   writer.New(client, o.ScopeLabels),
 		objects: map[string]*objects{
 			kindSecret:    newSecrets(secrets.GetIndexer()),
 			kindConfigMap: newConfigMaps(configMaps.GetIndexer()),

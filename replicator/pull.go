@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +20,7 @@ import (
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/writer"
 )
 
 // opPull counts the writes that fill an object pulling from a source.
@@ -159,7 +159,7 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 	src, err := o.get(srcNS, srcName)
 	switch {
 	case err != nil || src == nil:
-		return nil, fmt.Sprintf("the source %s %s does not exist; what this object holds stays as it is", k.Kind, ref)
+		return nil, fmt.Sprintf("the source %s %s does not exist%s; what this object holds stays as it is", k.Kind, ref, c.unseen())
 	case src.typ == corev1.SecretTypeServiceAccountToken:
 		return nil, fmt.Sprintf("%s Secrets are never copied", corev1.SecretTypeServiceAccountToken)
 	}
@@ -196,7 +196,7 @@ func pullPatch(t, src *item, spec source.Spec, ours map[string]string) ([]byte, 
 	}
 	for _, k := range slices.Sorted(maps.Keys(ours)) {
 		// t has annotations: its pull annotation is one.
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointer(k), "value": ours[k]})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + writer.JSONPointer(k), "value": ours[k]})
 	}
 	return json.Marshal(ops)
 }
@@ -208,12 +208,18 @@ func orEmpty[V any](m map[string]V) map[string]V {
 	return m
 }
 
-// jsonPointer escapes a key for a JSON Pointer (RFC 6901).
-func jsonPointer(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
-
 // eligible reports whether namespace ns, from the cache, may receive
 // copies of a source in srcNS (a namespace not yet in the cache may not).
 func (c *Controller) eligible(ns, srcNS string) bool {
 	n, err := c.namespaces.Get(ns)
 	return err == nil && replica.Eligible(n, srcNS, c.opts.ExcludeNamespaces)
+}
+
+// unseen is what an Event saying a source does not exist adds when courier's
+// view is scoped.
+func (c *Controller) unseen() string {
+	if !c.opts.Scoped {
+		return ""
+	}
+	return " (or courier does not see it: outside --watch-namespaces or --resource-label-selector)"
 }

@@ -299,12 +299,14 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			_, err := c.writer.Create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
 			return err
 		})
-		if apierrors.IsAlreadyExists(err) && k.Kind == kindSecret && c.queue.NumRequeues(k) > 0 {
+		if apierrors.IsAlreadyExists(err) && (k.Kind == kindSecret || len(c.opts.ScopeLabels) > 0) && c.queue.NumRequeues(k) > 0 {
 			// A retry later the cache still has nothing of that name: it is
-			// a Secret courier never watches (type helm.sh/release.v1). Report
-			// it like any other object courier did not create; the error keeps
-			// the pair retrying with backoff, for courier would not see it go.
-			c.conflict(k, src, fmt.Sprintf("%s exists and was not created by courier (a Secret of a type courier does not watch, e.g. %s); it is left untouched",
+			// a Secret courier never watches (type helm.sh/release.v1), or an
+			// object outside --resource-label-selector that courier did not
+			// create (one it did, the writer adopts). Report it like any
+			// other object courier did not create; the error keeps the pair
+			// retrying with backoff, for courier would not see it go.
+			c.conflict(k, src, fmt.Sprintf("%s exists and was not created by courier (a Secret of a type courier does not watch, e.g. %s, or an object outside --resource-label-selector); it is left untouched",
 				f.object, wellknown.HelmReleaseType))
 			return err
 		}

@@ -133,7 +133,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	sources := globs.List{"platform*"}
-	inf, err := informers.New(client, role.Config{Allowed: sources.Match, Namespace: "courier"}, informers.Scope{})
+	inf, err := informers.New(client, role.Config{Allowed: sources.Match, Namespace: "courier"}, informers.Scope{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

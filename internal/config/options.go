@@ -7,11 +7,13 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -146,7 +148,7 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.StringVar(&f.sourceNS, "source-namespaces", "", "comma-separated globs of the namespaces whose Secrets and ConfigMaps may be sources (default: --namespace)")
 	fs.StringVar(&f.excludeNS, "exclude-namespaces", "", "comma-separated globs of namespaces never replicated into")
 	fs.StringVar(&f.watchNS, "watch-namespaces", "", "comma-separated names of the only namespaces courier lists and watches Secrets, ConfigMaps, workloads and custom kinds in, replicates into and reloads in, so it needs Roles in these namespaces only (--namespace is always watched; --source-namespaces must name watched namespaces); default: every namespace, which needs cluster-wide RBAC (docs/scoped.md)")
-	fs.StringVar(&o.ResourceLabelSelector, "resource-label-selector", "", "label selector (as kubectl -l) of the Secrets and ConfigMaps courier caches, applied by the API server: sources, replicas, backups and consumed inputs outside it are not seen (replicas and backups carry their source's labels, so they stay inside when it is); default: all of them (docs/scoped.md)")
+	fs.StringVar(&o.ResourceLabelSelector, "resource-label-selector", "", "label selector (as kubectl -l) of the Secrets and ConfigMaps courier caches, in every namespace, applied by the API server: sources, replicas, backups and consumed inputs outside it are not seen (replicas and backups carry their source's values of the selector's keys, so they are seen when it is); default: all of them (docs/scoped.md)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address for /metrics, /healthz and /readyz")
 	fs.Var(&o.Compat, "compat", "comma-separated tools whose annotations courier also honours, with their meaning there as far as courier's rules allow: reloader (Stakater Reloader), replicator (mittwald kubernetes-replicator), reflector (EmberStack Reflector); see docs/migrating.md")
 	fs.Var(f.notifyURLs, "notify-url", "after each rollout, POST a JSON notification here (repeatable, or comma-separated); prefix slack+, teams+ or gchat+ for a Slack, Microsoft Teams or Google Chat incoming-webhook message")
@@ -225,7 +227,7 @@ func NamespaceGlobs(source, exclude, namespace string) (globs.List, globs.List, 
 }
 
 // WatchNamespaces parses --watch-namespaces: namespace names, each once,
-// sorted, with namespace (courier's own, where its Lease, backups and
+// sorted, with namespace (courier's own, where its Lease, settings and
 // digest key live) added; none when list is empty (every namespace). Every
 // --source-namespaces entry must match a watched namespace: one that
 // matches none would name sources courier can never see.
@@ -263,7 +265,42 @@ func CheckResourceLabelSelector(sel string) error {
 			return fmt.Errorf("--resource-label-selector %q names %s, a label courier sets on its replicas and backups itself; select on your own labels (e.g. courier-scope=yes)", sel, k)
 		}
 	}
-	return nil
+	_, err = SatisfyingLabels(sel)
+	return err
+}
+
+// SatisfyingLabels is a label set that --resource-label-selector sel
+// selects, for what courier creates from nothing (its digest key): for each
+// requirement the first value it allows; an error when none exists (as for
+// a=1,a=2).
+func SatisfyingLabels(sel string) (map[string]string, error) {
+	parsed, err := labels.Parse(sel)
+	if err != nil {
+		return nil, fmt.Errorf("--resource-label-selector %q: %w", sel, err)
+	}
+	out := map[string]string{}
+	reqs, _ := parsed.Requirements()
+	for _, r := range reqs {
+		values := r.Values().List()
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			out[r.Key()] = values[0]
+		case selection.Exists:
+			out[r.Key()] = ""
+		case selection.GreaterThan, selection.LessThan:
+			n, _ := strconv.ParseInt(values[0], 10, 64) // Parse checked it is an integer
+			if r.Operator() == selection.GreaterThan {
+				n++
+			} else {
+				n--
+			}
+			out[r.Key()] = strconv.FormatInt(n, 10)
+		}
+	}
+	if !parsed.Matches(labels.Set(out)) {
+		return nil, fmt.Errorf("--resource-label-selector %q selects no object at all", sel)
+	}
+	return out, nil
 }
 
 // ResourceLabelKeys are the label keys --resource-label-selector sel

@@ -164,3 +164,21 @@ func TestWatchNamespacesAndResourceLabelSelector(t *testing.T) {
 		t.Errorf("ResourceLabelKeys = %v, %v; want [env legacy team]", keys, err)
 	}
 }
+
+func TestSatisfyingLabels(t *testing.T) {
+	for sel, want := range map[string]map[string]string{
+		"":                             {},
+		"courier-scope=yes":            {"courier-scope": "yes"},
+		"env in (prod,dev),!legacy":    {"env": "dev"},
+		"team,tier!=db,zone notin (a)": {"team": ""},
+		"gen>3,rank<2":                 {"gen": "4", "rank": "1"},
+	} {
+		got, err := SatisfyingLabels(sel)
+		if err != nil || !cmp.Equal(want, got) {
+			t.Errorf("SatisfyingLabels(%q) = %v, %v; want %v", sel, got, err, want)
+		}
+	}
+	if got, err := SatisfyingLabels("a=1,a=2"); err == nil {
+		t.Errorf("a=1,a=2: got %v, want an error (nothing satisfies it)", got)
+	}
+}

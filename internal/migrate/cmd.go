@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,7 +69,7 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, scope informers
 	if err != nil {
 		return err
 	}
-	c, err := status.Collect(ctx, client, meta, source.Compat{}, scope, cmd.Namespace)
+	c, err := status.Collect(ctx, client, meta, source.Compat{}, scope)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, scope informers
 	if err != nil {
 		return err
 	}
-	if err := collectRollouts(ctx, client, dyn, scope.Namespaces, &c); err != nil {
+	if err := collectRollouts(ctx, cmd, client, dyn, scope, o.ReloadsRollouts, &c); err != nil {
 		return err
 	}
 	r := Plan(c, o)
@@ -100,7 +101,11 @@ func run(ctx context.Context, cmd *config.Subcommand, o Options, scope informers
 // cluster serves them: each with its own pod template, or, with
 // spec.workloadRef, its Deployment's. Rollouts that cannot be read are an
 // error: a report without them would say nothing is left to migrate.
-func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, namespaces []string, c *status.Cluster) error {
+//
+// With --watch-namespaces and without reloads (--reload-resources naming
+// rollouts.argoproj.io), whose Roles then grant no Rollouts, a refusal in a
+// namespace is said on stderr and the report goes on without them.
+func collectRollouts(ctx context.Context, cmd *config.Subcommand, client kubernetes.Interface, dyn dynamic.Interface, scope informers.Scope, reloads bool, c *status.Cluster) error {
 	version := ""
 	groups, err := client.Discovery().ServerGroups()
 	if err != nil {
@@ -128,11 +133,16 @@ func collectRollouts(ctx context.Context, client kubernetes.Interface, dyn dynam
 			deployments[w.Meta.GetNamespace()+"/"+w.Meta.GetName()] = w.Template
 		}
 	}
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
-	for _, ns := range namespaces {
-		if err := eachRollout(ctx, dyn, gvr, ns, deployments, c); err != nil {
+	for _, ns := range scope.Each() {
+		err := eachRollout(ctx, dyn, gvr, ns, deployments, c)
+		if apierrors.IsForbidden(err) && !reloads && len(scope.Namespaces) > 0 {
+			// A namespace-scoped courier's Roles grant the kind only
+			// with --reload-resources: say what the report leaves out,
+			// and go on.
+			cmd.Fail(fmt.Errorf("not listing Argo Rollouts' Rollouts in namespace %q: %w (courier, without --reload-resources=rollouts.argoproj.io, does not reload them either)", ns, err))
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("list Argo Rollouts' Rollouts (%s), which courier reloads with --reload-resources=rollouts.argoproj.io; without them this report would be incomplete: %w", gvr, err)
 		}
 	}

@@ -66,7 +66,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		inst.Compat, inst.ReloadResources = o.Compat.String(), o.resources.String()
 		inst.WatchNamespaces, inst.ResourceLabels = strings.Join(o.scope.Namespaces, ","), o.scope.ResourceLabels
 	}
-	c, err := Collect(ctx, client, meta, o.Compat, o.scope, o.Installation)
+	c, err := Collect(ctx, client, meta, o.Compat, o.scope)
 	if err != nil {
 		cmd.Fail(err)
 		return 1
@@ -75,7 +75,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	r := Build(c, o.Options)
 	r.Installation = inst
 	r.Scope = scopeNote(o.scope)
-	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources)
+	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources, o.scope)
 	if cmd.Output == "json" {
 		err = r.WriteJSON(stdout)
 	} else {

@@ -3,7 +3,6 @@ package status
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,11 +20,11 @@ import (
 )
 
 // Collect reads what Build needs, page by page, within scope (courier's
-// --watch-namespaces and --resource-label-selector; own is courier's
-// namespace): what that courier sees. Secrets and ConfigMaps are listed as
+// --watch-namespaces and --resource-label-selector): what that courier
+// sees. Secrets and ConfigMaps are listed as
 // metadata only (never Helm release Secrets); only sources are read in
 // full, to hash their content.
-func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, compat source.Compat, scope informers.Scope, own string) (Cluster, error) {
+func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, compat source.Compat, scope informers.Scope) (Cluster, error) {
 	var c Cluster
 	if len(scope.Namespaces) == 0 {
 		nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
@@ -46,16 +45,11 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 	}
 
 	for _, kind := range []string{wellknown.KindSecret, wellknown.KindConfigMap} {
-		gvr := corev1.SchemeGroupVersion.WithResource("secrets")
+		gvr, opts := corev1.SchemeGroupVersion.WithResource("secrets"), scope.SecretOptions()
 		if kind == wellknown.KindConfigMap {
-			gvr = corev1.SchemeGroupVersion.WithResource("configmaps")
+			gvr, opts = corev1.SchemeGroupVersion.WithResource("configmaps"), scope.ConfigMapOptions()
 		}
-		for _, ns := range scope.Lists(own) {
-			var opts metav1.ListOptions
-			scope.Narrow(ns, own, &opts)
-			if kind == wellknown.KindSecret {
-				opts.FieldSelector = strings.Trim("type!="+wellknown.HelmReleaseType+","+opts.FieldSelector, ",")
-			}
+		for _, ns := range scope.Each() {
 			err := each(ctx, metaLister(meta, gvr, ns), opts, func(obj runtime.Object) error {
 				m := obj.(*metav1.PartialObjectMetadata)
 				o := Object{Kind: kind, Meta: m}
@@ -79,11 +73,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, meta metadata.Int
 	}
 
 	apps, batch := client.AppsV1(), client.BatchV1()
-	workloadNamespaces := scope.Namespaces
-	if len(workloadNamespaces) == 0 {
-		workloadNamespaces = []string{metav1.NamespaceAll}
-	}
-	for _, ns := range workloadNamespaces {
+	for _, ns := range scope.Each() {
 		listers := map[string]pager.ListPageFunc{
 			"deployments": func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return apps.Deployments(ns).List(ctx, o)

@@ -26,7 +26,7 @@ func TestCollectSkipsASourceDeletedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := metafake.NewSimpleMetadataClient(scheme, []runtime.Object{gone}...)
-	c, err := Collect(context.Background(), fake.NewClientset(), meta, source.Compat{}, informers.Scope{}, "courier")
+	c, err := Collect(context.Background(), fake.NewClientset(), meta, source.Compat{}, informers.Scope{})
 	if err != nil {
 		t.Fatalf("Collect: %v", err)
 	}

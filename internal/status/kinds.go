@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -25,19 +26,24 @@ type CustomKind struct {
 
 // CheckKinds asks the API server (SubjectAccessReview) whether the
 // ServiceAccount sa of the installation in namespace may list and watch
-// each kind of resources and its CustomResourceDefinition.
-func CheckKinds(ctx context.Context, client kubernetes.Interface, namespace, sa string, resources workload.Resources) []CustomKind {
+// each kind of resources and its CustomResourceDefinition: the kind's
+// objects in every namespace of scope (informers.Scope.Each: each watched
+// namespace, or all).
+func CheckKinds(ctx context.Context, client kubernetes.Interface, namespace, sa string, resources workload.Resources, scope informers.Scope) []CustomKind {
 	user := "system:serviceaccount:" + namespace + ":" + sa
 	var out []CustomKind
 	for _, r := range resources {
 		k := CustomKind{Resource: r.GroupResource.String()}
 		may, missing := true, ""
-		for _, a := range []authorizationv1.ResourceAttributes{
+		attrs := []authorizationv1.ResourceAttributes{
 			{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: k.Resource, Verb: "list"},
 			{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: k.Resource, Verb: "watch"},
-			{Group: r.Group, Resource: r.Resource, Verb: "list"},
-			{Group: r.Group, Resource: r.Resource, Verb: "watch"},
-		} {
+		}
+		for _, ns := range scope.Each() {
+			attrs = append(attrs, authorizationv1.ResourceAttributes{Namespace: ns, Group: r.Group, Resource: r.Resource, Verb: "list"},
+				authorizationv1.ResourceAttributes{Namespace: ns, Group: r.Group, Resource: r.Resource, Verb: "watch"})
+		}
+		for _, a := range attrs {
 			review, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}, ResourceAttributes: &a},
 			}, metav1.CreateOptions{})
@@ -47,6 +53,9 @@ func CheckKinds(ctx context.Context, client kubernetes.Interface, namespace, sa 
 			}
 			if !review.Status.Allowed && missing == "" {
 				may, missing = false, fmt.Sprintf("%s of %s", a.Verb, a.Resource)
+				if a.Namespace != "" {
+					missing += " in namespace " + a.Namespace
+				}
 			}
 		}
 		if k.Problem == "" {

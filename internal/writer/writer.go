@@ -7,9 +7,14 @@ package writer
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,11 +25,15 @@ import (
 
 // Writer writes Secrets and ConfigMaps.
 type Writer struct {
-	client kubernetes.Interface
+	client      kubernetes.Interface
+	scopeLabels []string
 }
 
-// New is a Writer on client.
-func New(client kubernetes.Interface) *Writer { return &Writer{client: client} }
+// New is a Writer on client. scopeLabels are the label keys of
+// --resource-label-selector (none without it): see Create.
+func New(client kubernetes.Interface, scopeLabels []string) *Writer {
+	return &Writer{client: client, scopeLabels: scopeLabels}
+}
 
 var (
 	createOpts = metav1.CreateOptions{FieldManager: wellknown.FieldManager}
@@ -32,7 +41,73 @@ var (
 )
 
 // Create creates obj, a *corev1.Secret or *corev1.ConfigMap.
+//
+// With --resource-label-selector, an object of that name that courier
+// created (a replica, backup or digest key written before the selector was
+// set, or relabelled since) is outside courier's view, so courier would try
+// to create it forever: Create then adopts it instead, giving it obj's
+// values of the selector's keys with a patch that applies only while it
+// carries obj's courier labels and installation (adopt), and returns
+// (nil, nil). The object, now in view, is then synced as any other.
 func (w *Writer) Create(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+	created, err := w.create(ctx, obj)
+	if apierrors.IsAlreadyExists(err) && len(w.scopeLabels) > 0 && w.adopt(ctx, obj) == nil {
+		return nil, nil
+	}
+	return created, err
+}
+
+// adopt patches the existing object of obj's name with obj's values of
+// the scope labels, testing first that it carries obj's courier labels
+// (managed-by courier, and its replica, backup or digest-key label) and
+// installation.
+func (w *Writer) adopt(ctx context.Context, obj runtime.Object) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	labels, annotations := m.GetLabels(), m.GetAnnotations()
+	if labels[wellknown.ManagedBy] != wellknown.ManagedByValue {
+		return errors.New("not an object courier creates") // a restored source stays its owner's
+	}
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value string `json:"value"`
+	}
+	var ops []op
+	for _, k := range []string{wellknown.ManagedBy, wellknown.Replica, wellknown.Backup, wellknown.DigestKey} {
+		if v, ok := labels[k]; ok {
+			ops = append(ops, op{"test", "/metadata/labels/" + JSONPointer(k), v})
+		}
+	}
+	if v, ok := annotations[wellknown.Installation]; ok {
+		ops = append(ops, op{"test", "/metadata/annotations/" + JSONPointer(wellknown.Installation), v})
+	}
+	tests := len(ops)
+	for _, k := range w.scopeLabels {
+		if v, ok := labels[k]; ok {
+			ops = append(ops, op{"add", "/metadata/labels/" + JSONPointer(k), v})
+		}
+	}
+	if len(ops) == tests {
+		return errors.New("no label of the selector to give it")
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	kind := wellknown.KindSecret
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		kind = wellknown.KindConfigMap
+	}
+	return w.Patch(ctx, kind, m.GetNamespace(), m.GetName(), patch)
+}
+
+// JSONPointer is key escaped as one JSON Pointer token (RFC 6901).
+func JSONPointer(key string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(key) }
+
+func (w *Writer) create(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		return w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)

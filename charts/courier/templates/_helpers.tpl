@@ -119,9 +119,11 @@ app.kubernetes.io/component: controller
 - apiGroups: [""]
   resources: ["secrets", "configmaps"]
   verbs: ["create", "update", "patch", "delete"]
+{{- if .Values.guardPolicy.enabled }}{{/* the policy's verb: unused without it (and no built-in role holds it) */}}
 - apiGroups: [""]
   resources: ["secrets", "configmaps"]
   verbs: ["override"]
+{{- end }}
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
   verbs: ["list", "watch", "patch"]
