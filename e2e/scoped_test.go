@@ -403,7 +403,6 @@ func TestNamespaceScopedCustomKindsUseTheChartsRoles(t *testing.T) {
 	}
 }
 
-
 // TestResourceLabelSelectorAdoptsWhatCourierWroteBefore turns
 // --resource-label-selector on for a courier that ran without it: the
 // replica, the backup and the digest key it wrote then carry no selector
