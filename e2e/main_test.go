@@ -99,6 +99,12 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "e2e: Kubernetes %s control plane ready in %s\n", sv.GitVersion, time.Since(start).Round(time.Millisecond))
+	// make test-compat and test-compat-smoke say which minor they mean to
+	// test: a suite that ran on another would prove nothing about it.
+	if want := os.Getenv("COURIER_E2E_KUBERNETES_MINOR"); want != "" && strings.TrimSuffix(sv.Minor, "+") != want {
+		fmt.Fprintf(os.Stderr, "e2e: the API server is Kubernetes %s, want minor %s (COURIER_E2E_KUBERNETES_MINOR)\n", sv.GitVersion, want)
+		return 1
+	}
 
 	// Every courier runs as its ServiceAccount with the RBAC of manifests/.
 	objs, err := renderManifests(ctx, "manifests")
