@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
+	"github.com/courier-k8s/courier/e2e/oracle"
 )
 
 // env is the state every test shares: the cluster and the courier binary.
@@ -84,7 +85,7 @@ func runMain(m *testing.M) int {
 	}
 
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir})
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, AuditPolicy: oracle.Policy})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the control plane: %v\n", err)
 		return 1

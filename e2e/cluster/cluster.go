@@ -49,6 +49,10 @@ type Options struct {
 	// every default one but node IPAM and node lifecycle (kwok owns the
 	// fake node's status).
 	Controllers string
+	// AuditPolicy, if set, is an audit.k8s.io/v1 Policy (YAML) under which
+	// kube-apiserver writes its audit log, one JSON event per line, to
+	// Cluster.AuditLog (never rotated).
+	AuditPolicy string
 }
 
 // Cluster is a running local control plane.
@@ -60,6 +64,8 @@ type Cluster struct {
 	// Config is the admin client config; Client a clientset on it.
 	Config *rest.Config
 	Client kubernetes.Interface
+	// AuditLog is the audit log's path when Options.AuditPolicy was set.
+	AuditLog string
 
 	tempDir bool
 	logf    func(string, ...any)
@@ -138,22 +144,41 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
-	c.add("kube-apiserver", o.BinDir,
-		"--etcd-servers="+etcdURL,
+	var audit []string
+	if o.AuditPolicy != "" {
+		policy := filepath.Join(c.Dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(o.AuditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		c.AuditLog = filepath.Join(c.Dir, "audit.log")
+		audit = []string{
+			"--audit-policy-file=" + policy,
+			"--audit-log-path=" + c.AuditLog,
+			"--audit-log-format=json",
+			// The log backend rotates at 100 MB unless told otherwise;
+			// a reader of the whole log needs one file.
+			"--audit-log-maxsize=1000000",
+			// Each event is written as its request ends, not batched
+			// for seconds.
+			"--audit-log-mode=blocking",
+		}
+	}
+	c.add("kube-apiserver", o.BinDir, append([]string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+pki,
-		"--token-auth-file="+tokens,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + pki,
+		"--token-auth-file=" + tokens,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saPub,
-		"--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		// Endpoints may not hold loopback addresses; nothing here needs the
 		// kubernetes Service's endpoints.
 		"--endpoint-reconciler-type=none",
-	)
+	}, audit...)...)
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // loopback test cluster with a self-signed cert
 	if err := c.startAndWait(ctx, "kube-apiserver", func(ctx context.Context) error {
 		return httpOK(ctx, insecure, apiURL+"/readyz", token)

@@ -1,0 +1,502 @@
+// Package oracle judges what courier did from the API server's audit log
+// alone, with no assertion of the test that drove it: every write courier's
+// identity made must be one docs/SPEC.md allows (Check), and once the
+// cluster is settled courier writes nothing (Writes).
+//
+// It reads the JSON lines kube-apiserver writes under Policy and rebuilds,
+// from every write anyone made, each object's state before each of
+// courier's writes, so that "courier only writes what it owns" is judged on
+// the object as courier found it. It shares no code with courier: the rules
+// are written from the spec.
+package oracle
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy is the audit policy Check needs: every write, with the objects
+// written (RequestResponse) for the kinds courier writes and their Events
+// (their status too: a Deployment's revision annotation comes that way),
+// the metadata of every other write (courier writing anything else is a
+// violation), and nothing for reads or the fake node's pod and node churn.
+const Policy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: None
+  users: [admin]
+  resources:
+  - group: ""
+    resources: [pods, pods/status, nodes, nodes/status, endpoints, serviceaccounts/token]
+  - group: apps
+    resources: [replicasets, replicasets/status, controllerrevisions]
+  - group: coordination.k8s.io
+  - group: discovery.k8s.io
+- level: RequestResponse
+  resources:
+  - group: ""
+    resources: [secrets, configmaps, events]
+  - group: events.k8s.io
+  - group: apps
+    resources: [deployments, statefulsets, daemonsets, deployments/status, statefulsets/status, daemonsets/status]
+  - group: batch
+    resources: [jobs, cronjobs, jobs/status, cronjobs/status]
+  - group: argoproj.io
+- level: Metadata
+`
+
+// Event is one audit event, as much of it as the checks read.
+type Event struct {
+	AuditID string `json:"auditID"`
+	Stage   string `json:"stage"`
+	Verb    string `json:"verb"`
+	URI     string `json:"requestURI"`
+	User    struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	Impersonated *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
+	Ref *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	Status *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	Request  json.RawMessage `json:"requestObject"`
+	Response json.RawMessage `json:"responseObject"`
+	At       time.Time       `json:"stageTimestamp"`
+}
+
+// Username is who the request acted as: the impersonated user if any.
+func (e Event) Username() string {
+	if e.Impersonated != nil {
+		return e.Impersonated.Username
+	}
+	return e.User.Username
+}
+
+// Write reports whether e is a write that succeeded.
+func (e Event) Write() bool {
+	switch e.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return e.Status != nil && e.Status.Code/100 == 2 && e.Ref != nil
+	}
+	return false
+}
+
+// String names the request, for a violation.
+func (e Event) String() string {
+	return fmt.Sprintf("%s %s (audit %s at %s)", strings.ToUpper(e.Verb), e.URI, e.AuditID, e.At.Format("15:04:05.000"))
+}
+
+// Read parses an audit log (one JSON event per line), keeping the
+// ResponseComplete events.
+func Read(r io.Reader) ([]Event, error) {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		if e.Stage == "ResponseComplete" {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Scope is what Check judges.
+type Scope struct {
+	// Courier is courier's user name (a ServiceAccount's).
+	Courier string
+	// Installation is courier's namespace (--namespace).
+	Installation string
+	// Namespaces are the namespaces of the scenario (courier's own included
+	// or not); writes elsewhere are left out, since other tests share the
+	// cluster.
+	Namespaces map[string]bool
+	// Values are Secret values that must appear in no Event.
+	Values []string
+	// ProtectedGap bounds how long a protected source may stay deleted
+	// before courier restores it.
+	ProtectedGap time.Duration
+}
+
+// Violation is one broken rule, named with the request that broke it.
+type Violation struct {
+	Rule    string
+	Request string
+}
+
+func (v Violation) String() string { return v.Rule + ": " + v.Request }
+
+type key struct{ resource, namespace, name string }
+
+// object is the part of an object the rules read.
+type object struct {
+	Metadata struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	raw map[string]any
+}
+
+func parse(b json.RawMessage) *object {
+	if len(b) == 0 {
+		return nil
+	}
+	var o object
+	if json.Unmarshal(b, &o) != nil || json.Unmarshal(b, &o.raw) != nil {
+		return nil
+	}
+	if k, _ := o.raw["kind"].(string); k == "Status" {
+		return nil
+	}
+	return &o
+}
+
+// owned is the spec's "an object courier created": it carries one of
+// courier's marks and names this installation or none.
+func (o *object) owned(installation string) bool {
+	if o == nil {
+		return false
+	}
+	a, l := o.Metadata.Annotations, o.Metadata.Labels
+	if inst, ok := a["courier.dev/installation"]; ok && inst != installation {
+		return false
+	}
+	_, source := a["courier.dev/source"]
+	return source || l["app.kubernetes.io/managed-by"] == "courier" || l["courier.dev/replica"] == "true"
+}
+
+func (o *object) protected() bool {
+	return o != nil && o.Metadata.Labels["courier.dev/protect"] == "true"
+}
+
+// pulls reports whether o asks for a copy of a source (through
+// kubernetes-replicator's or Reflector's annotation, under --compat).
+func (o *object) pulls() bool {
+	if o == nil {
+		return false
+	}
+	for _, k := range []string{"replicator.v1.mittwald.de/replicate-from", "reflector.v1.k8s.emberstack.com/reflects"} {
+		if o.Metadata.Annotations[k] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// optedInJob reports whether a Job opts in itself, the one way courier may
+// delete and create it again.
+func (o *object) optedInJob() bool {
+	if o == nil {
+		return false
+	}
+	a := o.Metadata.Annotations
+	if a["courier.dev/reload"] == "true" || a["courier.dev/reload-on"] != "" {
+		return true
+	}
+	for k := range a {
+		if strings.HasSuffix(k, "reloader.stakater.com/reload") || strings.HasSuffix(k, "reloader.stakater.com/auto") {
+			return true
+		}
+	}
+	return false
+}
+
+// changedBeyond is where a and b differ beyond what courier may write
+// (nothing: they do not): the API server's own fields and status are
+// ignored, and so is every annotation under courier.dev/ (and, with
+// content, the data).
+func changedBeyond(a, b *object, content bool) []string {
+	if a == nil || b == nil {
+		return []string{"the whole object"}
+	}
+	return differ(strip(a.raw, content), strip(b.raw, content), "")
+}
+
+// differ lists the paths where a and b differ.
+func differ(a, b any, path string) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		if reflect.DeepEqual(a, b) {
+			return nil
+		}
+		return []string{path}
+	}
+	var out []string
+	for k := range am {
+		out = append(out, differ(am[k], bm[k], path+"."+k)...)
+	}
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			out = append(out, path+"."+k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func strip(v any, content bool) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, x := range t {
+			switch k {
+			case "resourceVersion", "managedFields", "generation", "status", "creationTimestamp", "uid":
+				continue
+			case "data", "binaryData", "stringData":
+				if content {
+					continue
+				}
+			case "annotations":
+				as := map[string]any{}
+				for ak, av := range x.(map[string]any) {
+					if !strings.HasPrefix(ak, "courier.dev/") {
+						as[ak] = av
+					}
+				}
+				if len(as) > 0 {
+					out[k] = as
+				}
+				continue
+			}
+			out[k] = strip(x, content)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = strip(x, content)
+		}
+		return out
+	}
+	return v
+}
+
+var workloads = map[string]bool{"deployments": true, "statefulsets": true, "daemonsets": true, "cronjobs": true, "rollouts": true}
+
+// Check replays events in order and returns every write by s.Courier that
+// the spec does not allow, and every protected source left deleted longer
+// than s.ProtectedGap (end is when the scenario was judged).
+func Check(events []Event, s Scope, end time.Time) []Violation {
+	state := map[key]*object{}
+	gone := map[key]time.Time{} // protected sources deleted, and when
+	var out []Violation
+	bad := func(rule string, e Event) { out = append(out, Violation{rule, e.String()}) }
+	for _, e := range events {
+		if !e.Write() {
+			continue
+		}
+		ns := e.Ref.Namespace
+		if !s.Namespaces[ns] && ns != s.Installation {
+			continue
+		}
+		k := key{e.Ref.Resource, ns, e.Ref.Name}
+		prior, result := state[k], parse(e.Response)
+		if k.name == "" && result != nil {
+			k.name = result.Metadata.Name
+			prior = state[k]
+		}
+		if sub := e.Ref.Subresource; sub != "" {
+			// A status write returns the whole object: the metadata the
+			// controllers write this way is part of what courier finds.
+			if e.Username() == s.Courier {
+				bad("wrote the "+sub+" of a "+k.resource, e)
+			} else if sub == "status" && result != nil {
+				state[k] = result
+			}
+			continue
+		}
+		if e.Username() == s.Courier {
+			if rule := judge(e, k, prior, result, s, state, gone); rule != "" {
+				bad(rule, e)
+			}
+		}
+		switch e.Verb {
+		case "delete":
+			if prior.protected() && (k.resource == "secrets" || k.resource == "configmaps") {
+				gone[k] = e.At
+			}
+			delete(state, k)
+		case "deletecollection":
+			for sk := range state {
+				if sk.resource == k.resource && sk.namespace == ns {
+					delete(state, sk)
+				}
+			}
+		default:
+			if result != nil {
+				state[k] = result
+				if at, ok := gone[k]; ok {
+					if e.At.Sub(at) > s.ProtectedGap {
+						bad(fmt.Sprintf("protected source %s/%s was gone for %s, longer than %s", ns, k.name, e.At.Sub(at).Round(time.Millisecond), s.ProtectedGap), e)
+					}
+					delete(gone, k)
+				}
+			}
+		}
+	}
+	for k, at := range gone {
+		if end.Sub(at) > s.ProtectedGap {
+			out = append(out, Violation{fmt.Sprintf("protected source %s/%s deleted at %s was never restored", k.namespace, k.name, at.Format("15:04:05.000")), "none"})
+		}
+	}
+	return out
+}
+
+// judge returns the rule courier's write e breaks, or "".
+func judge(e Event, k key, prior, result *object, s Scope, state map[key]*object, gone map[key]time.Time) string {
+	switch k.resource {
+	case "leases":
+		if k.namespace == s.Installation {
+			return ""
+		}
+		return "wrote a Lease outside its namespace"
+	case "events":
+		for _, v := range s.Values {
+			if bytes.Contains(e.Request, []byte(v)) {
+				return "a Secret value in an Event"
+			}
+		}
+		return ""
+	case "secrets", "configmaps":
+		switch e.Verb {
+		case "create":
+			if result.owned(s.Installation) || result.protected() {
+				return ""
+			}
+			return "created an object that carries none of courier's marks"
+		case "update", "patch":
+			switch {
+			case prior == nil:
+				return "wrote an object it had not seen created"
+			case prior.owned(s.Installation):
+				return ""
+			case prior.pulls() && len(changedBeyond(prior, result, true)) == 0:
+				return ""
+			}
+			return "modified an object it did not create"
+		case "delete":
+			if !prior.owned(s.Installation) {
+				return "deleted an object it did not create"
+			}
+			if src := prior.Metadata.Annotations["courier.dev/source"]; src != "" {
+				ns, name, _ := strings.Cut(src, "/")
+				if _, ok := gone[key{k.resource, ns, name}]; ok {
+					return "deleted a replica of a protected source while that source was gone"
+				}
+			}
+			return ""
+		}
+	case "jobs":
+		if prior.optedInJob() || result.optedInJob() {
+			return ""
+		}
+		return "recreated a Job that did not opt in itself"
+	default:
+		if workloads[k.resource] && (e.Verb == "patch" || e.Verb == "update") {
+			d := changedBeyond(prior, result, false)
+			if len(d) == 0 {
+				return ""
+			}
+			return "changed a workload beyond courier's annotations (" + strings.Join(d, ", ") + ")"
+		}
+	}
+	return "wrote a " + k.resource + " it has no business writing"
+}
+
+// Writes are the writes by user after since, in namespaces (all when nil),
+// but Lease renewals: once a scenario is settled courier makes none.
+func Writes(events []Event, user string, since time.Time, namespaces map[string]bool) []Event {
+	var out []Event
+	for _, e := range events {
+		if e.Write() && e.Username() == user && e.At.After(since) && e.Ref.Resource != "leases" &&
+			(namespaces == nil || namespaces[e.Ref.Namespace]) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Rollouts counts, per workload ("resource namespace/name"), user's writes
+// that changed a courier.dev/config-hash in it (the pod template's, or a
+// custom kind's): each is a rollout. A workload's first hash counts too.
+func Rollouts(events []Event, user string, namespaces map[string]bool) map[string]int {
+	hashes := map[key]string{}
+	out := map[string]int{}
+	for _, e := range events {
+		if !e.Write() || e.Ref.Subresource != "" || !namespaces[e.Ref.Namespace] || (!workloads[e.Ref.Resource] && e.Ref.Resource != "jobs") {
+			continue
+		}
+		k := key{e.Ref.Resource, e.Ref.Namespace, e.Ref.Name}
+		o := parse(e.Response)
+		if o == nil {
+			delete(hashes, k)
+			continue
+		}
+		if k.name == "" {
+			k.name = o.Metadata.Name
+		}
+		h := configHash(o.raw["spec"])
+		if e.Username() == user && h != hashes[k] {
+			out[k.resource+" "+k.namespace+"/"+k.name]++
+		}
+		hashes[k] = h
+	}
+	return out
+}
+
+// configHash is every courier.dev/config-hash under v, joined.
+func configHash(v any) string {
+	switch t := v.(type) {
+	case map[string]any:
+		var hs []string
+		for k, x := range t {
+			if k == "courier.dev/config-hash" {
+				if s, ok := x.(string); ok {
+					hs = append(hs, s)
+				}
+				continue
+			}
+			if h := configHash(x); h != "" {
+				hs = append(hs, h)
+			}
+		}
+		slices.Sort(hs)
+		return strings.Join(hs, ",")
+	case []any:
+		var hs []string
+		for _, x := range t {
+			if h := configHash(x); h != "" {
+				hs = append(hs, h)
+			}
+		}
+		return strings.Join(hs, ",")
+	}
+	return ""
+}

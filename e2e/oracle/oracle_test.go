@@ -1,0 +1,181 @@
+package oracle
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+const courier = "system:serviceaccount:courier-system:courier"
+
+var t0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+
+// line is one audit log line: user writes object (JSON, or "" for none) to
+// resource ns/name with verb, at second at.
+func line(at int, user, verb, resource, ns, name, object string) string {
+	resp := `{"kind":"Status","status":"Success"}`
+	if object != "" {
+		resp = object
+	}
+	imp := ""
+	if user != "admin" {
+		imp = fmt.Sprintf(`"impersonatedUser":{"username":%q},`, user)
+	}
+	return fmt.Sprintf(`{"auditID":"a%d","stage":"ResponseComplete","verb":%q,"requestURI":"/api/v1/namespaces/%s/%s/%s","user":{"username":"admin"},%s"objectRef":{"resource":%q,"namespace":%q,"name":%q},"responseStatus":{"code":200},"requestObject":%s,"responseObject":%s,"stageTimestamp":%q}`,
+		at, verb, ns, resource, name, imp, resource, ns, name, resp, resp, t0.Add(time.Duration(at)*time.Second).Format(time.RFC3339Nano))
+}
+
+func secret(ns, name, labels, annotations, data string) string {
+	return fmt.Sprintf(`{"kind":"Secret","metadata":{"name":%q,"namespace":%q,"resourceVersion":"1","labels":{%s},"annotations":{%s}},"data":{%s}}`, name, ns, labels, annotations, data)
+}
+
+const (
+	replicaMarks = `"app.kubernetes.io/managed-by":"courier","courier.dev/replica":"true"`
+	fromA        = `"courier.dev/source":"a/s","courier.dev/installation":"courier-system"`
+)
+
+func TestCheck(t *testing.T) {
+	deploy := func(hash, image string) string {
+		return fmt.Sprintf(`{"kind":"Deployment","metadata":{"name":"d","namespace":"b"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":%q}},"spec":{"containers":[{"image":%q}]}}}}`, hash, image)
+	}
+	cases := []struct {
+		name  string
+		lines []string
+		want  []string // rules broken, in order
+	}{
+		{"a replica created, updated and deleted", []string{
+			line(1, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, `"k":"djE="`)),
+			line(2, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, `"k":"djI="`)),
+			line(3, courier, "delete", "secrets", "b", "s", ""),
+		}, nil},
+		{"an unmarked object created", []string{
+			line(1, courier, "create", "secrets", "b", "s", secret("b", "s", "", "", "")),
+		}, []string{"created an object that carries none of courier's marks"}},
+		{"a stranger's object overwritten", []string{
+			line(1, "admin", "create", "secrets", "b", "s", secret("b", "s", "", "", `"k":"bWluZQ=="`)),
+			line(2, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, `"k":"djE="`)),
+		}, []string{"modified an object it did not create"}},
+		{"another installation's replica deleted", []string{
+			line(1, "admin", "create", "secrets", "b", "s", secret("b", "s", replicaMarks, `"courier.dev/installation":"other"`, "")),
+			line(2, courier, "delete", "secrets", "b", "s", ""),
+		}, []string{"deleted an object it did not create"}},
+		{"an object never seen written", []string{
+			line(1, courier, "patch", "configmaps", "b", "c", secret("b", "c", replicaMarks, fromA, "")),
+		}, []string{"wrote an object it had not seen created"}},
+		{"a pull target's content written, and then its labels", []string{
+			line(1, "admin", "create", "secrets", "b", "p", secret("b", "p", `"team":"x"`, `"replicator.v1.mittwald.de/replicate-from":"a/s"`, "")),
+			line(2, courier, "patch", "secrets", "b", "p", secret("b", "p", `"team":"x"`, `"replicator.v1.mittwald.de/replicate-from":"a/s","courier.dev/pulled-from":"a/s"`, `"k":"djE="`)),
+			line(3, courier, "patch", "secrets", "b", "p", secret("b", "p", `"team":"y"`, `"replicator.v1.mittwald.de/replicate-from":"a/s","courier.dev/pulled-from":"a/s"`, `"k":"djE="`)),
+		}, []string{"modified an object it did not create"}},
+		{"a protected source restored in time, its replica kept", []string{
+			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+			line(2, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, `"k":"djE="`)),
+			line(3, "admin", "delete", "secrets", "a", "s", ""),
+			line(4, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+		}, nil},
+		{"a protected source's replica deleted while the source was gone, and the source restored late", []string{
+			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+			line(2, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, `"k":"djE="`)),
+			line(3, "admin", "delete", "secrets", "a", "s", ""),
+			line(4, courier, "delete", "secrets", "b", "s", ""),
+			line(30, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+		}, []string{"deleted a replica of a protected source while that source was gone", "protected source a/s was gone for 27s, longer than 10s"}},
+		{"a protected source never restored", []string{
+			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", "")),
+			line(3, "admin", "delete", "secrets", "a", "s", ""),
+		}, []string{"protected source a/s deleted at 05:00:03.000 was never restored"}},
+		{"a namespace's objects deleted together, then a replica written again", []string{
+			line(1, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+			line(2, "admin", "deletecollection", "secrets", "b", "", ""),
+			line(3, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+		}, []string{"wrote an object it had not seen created"}},
+		{"a workload rolled out, then its image changed", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deploy("", "app:1")),
+			line(2, courier, "patch", "deployments", "b", "d", deploy("h1", "app:1")),
+			line(3, courier, "patch", "deployments", "b", "d", deploy("h2", "app:2")),
+		}, []string{"changed a workload beyond courier's annotations (.spec.template.spec.containers)"}},
+		{"a controller's write through the status, then a rollout, then courier's own status write", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deploy("", "app:1")),
+			strings.Replace(line(2, "admin", "update", "deployments", "b", "d",
+				strings.Replace(deploy("", "app:1"), `"namespace":"b"}`, `"namespace":"b","annotations":{"deployment.kubernetes.io/revision":"1"}}`, 1)),
+				`"objectRef":{"resource":"deployments"`, `"objectRef":{"subresource":"status","resource":"deployments"`, 1),
+			line(3, courier, "patch", "deployments", "b", "d",
+				strings.Replace(deploy("h1", "app:1"), `"namespace":"b"}`, `"namespace":"b","annotations":{"deployment.kubernetes.io/revision":"1"}}`, 1)),
+			strings.Replace(line(4, courier, "update", "deployments", "b", "d", deploy("h1", "app:1")),
+				`"objectRef":{"resource":"deployments"`, `"objectRef":{"subresource":"status","resource":"deployments"`, 1),
+		}, []string{"wrote the status of a deployments"}},
+		{"a secret value in an Event", []string{
+			line(1, courier, "create", "events", "b", "e1", `{"kind":"Event","message":"replica written"}`),
+			line(2, courier, "create", "events", "b", "e2", `{"kind":"Event","message":"value hunter2 leaked"}`),
+		}, []string{"a Secret value in an Event"}},
+		{"a Job recreated only when it opted in itself", []string{
+			line(1, "admin", "create", "jobs", "b", "j", `{"kind":"Job","metadata":{"name":"j","annotations":{"courier.dev/reload":"true"}}}`),
+			line(2, courier, "delete", "jobs", "b", "j", ""),
+			line(3, "admin", "create", "jobs", "b", "k", `{"kind":"Job","metadata":{"name":"k"}}`),
+			line(4, courier, "delete", "jobs", "b", "k", ""),
+		}, []string{"recreated a Job that did not opt in itself"}},
+		{"writes elsewhere", []string{
+			line(1, courier, "create", "leases", "courier-system", "courier", ""),
+			line(2, courier, "create", "leases", "b", "courier", ""),
+			line(3, courier, "create", "pods", "b", "p", ""),
+			line(4, courier, "create", "secrets", "c", "s", secret("c", "s", "", "", "")),
+		}, []string{"wrote a Lease outside its namespace", "wrote a pods it has no business writing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			events, err := Read(strings.NewReader(strings.Join(c.lines, "\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Scope{Courier: courier, Installation: "courier-system", Namespaces: map[string]bool{"a": true, "b": true},
+				Values: []string{"hunter2"}, ProtectedGap: 10 * time.Second}
+			var got []string
+			for _, v := range Check(events, s, t0.Add(time.Minute)) {
+				got = append(got, v.Rule)
+			}
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestWritesLeavesOutLeasesAndEarlierWrites(t *testing.T) {
+	events, err := Read(strings.NewReader(strings.Join([]string{
+		line(1, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+		line(5, courier, "update", "leases", "courier-system", "courier", ""),
+		line(6, "admin", "update", "secrets", "b", "s", ""),
+		line(7, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Writes(events, courier, t0.Add(2*time.Second), nil)
+	if len(w) != 1 || w[0].AuditID != "a7" {
+		t.Errorf("writes after 2 s: %v, want the update at 7 s", w)
+	}
+}
+
+func TestRolloutsCountsConfigHashChanges(t *testing.T) {
+	deploy := func(hash string, replicas int) string {
+		return fmt.Sprintf(`{"kind":"Deployment","metadata":{"name":"d","annotations":{"courier.dev/config-inputs":"x"}},"spec":{"replicas":%d,"template":{"metadata":{"annotations":{"courier.dev/config-hash":%q}}}}}`, replicas, hash)
+	}
+	events, err := Read(strings.NewReader(strings.Join([]string{
+		line(1, "admin", "create", "deployments", "b", "d", deploy("", 1)),
+		line(2, courier, "patch", "deployments", "b", "d", deploy("", 1)),   // the baseline: no rollout
+		line(3, courier, "patch", "deployments", "b", "d", deploy("h1", 1)), // a rollout
+		line(4, "admin", "update", "deployments", "b", "d", deploy("h1", 2)),
+		line(5, courier, "patch", "deployments", "b", "d", deploy("h1", 2)),  // a record only
+		line(6, courier, "patch", "deployments", "b", "d", deploy("h2", 2)),  // a rollout
+		line(7, "admin", "update", "deployments", "b", "d", deploy("h3", 2)), // not courier's
+		line(8, courier, "patch", "deployments", "c", "d", deploy("h1", 2)),  // elsewhere
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Rollouts(events, courier, map[string]bool{"b": true})
+	if len(got) != 1 || got["deployments b/d"] != 2 {
+		t.Errorf("rollouts %v, want deployments b/d: 2", got)
+	}
+}
