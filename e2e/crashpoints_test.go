@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +183,9 @@ type crashScenario struct {
 	steps []func(t *testing.T, r *crashRun) func(context.Context) (bool, error)
 	// settled is the end state courier must reach and keep.
 	settled func(r *crashRun) func(context.Context) (bool, error)
+	// standby runs a second courier on the Lease once the first leads, so
+	// a crash is a leader handover rather than a restart.
+	standby bool
 }
 
 // crashRun is one run of a scenario.
@@ -216,11 +220,19 @@ const (
 	protectedGap = crashBound + 5*time.Second
 )
 
+// crashQuiet is how long a settled scenario is watched for writes courier
+// must not make: longer than the reload debounce (2 s), after which a
+// pending rollout would be written.
+const crashQuiet = 2500 * time.Millisecond
+
 // runCrashPoint runs sc, killing courier after its k-th write (0: never)
 // and starting it again, and returns courier's writes (as the proxy
 // counted them) and the oracle's violations.
 func runCrashPoint(t *testing.T, sc crashScenario, bin string, k int) (writes []string, violations []oracle.Violation) {
 	t.Helper()
+	if k > 0 {
+		chaos.crashPoints.Add(1)
+	}
 	mark := auditMark(t)
 	r := &crashRun{id: testID(), values: map[string]string{}, rollouts: map[string]int{}}
 	r.courierNS = newNamespace(t, "crash", nil)
@@ -230,12 +242,29 @@ func runCrashPoint(t *testing.T, sc crashScenario, bin string, k int) (writes []
 		"--lease-duration=" + crashLease.String(), "--renew-deadline=1500ms", "--retry-period=400ms"}, r.args...)
 	p := startCourierFrom(t, bin, courierIdentity(), nil, args...)
 	fp.arm(p, k)
+	procs := []*courierProcess{p}
+	if sc.standby {
+		// The standby talks to the API server directly: the proxy's kill
+		// is for the leader.
+		if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, killed := fp.state()
+			led, _ := p.isLeader(ctx)
+			return killed || led, nil
+		}); err != nil {
+			t.Fatalf("courier never led: %v", err)
+		}
+		direct := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--kubeconfig=") })
+		standby := startCourierFrom(t, bin, courierIdentity(), nil, direct...)
+		defer standby.Stop()
+		procs = append(procs, standby)
+	}
 	restarted := false
 	// restart starts courier again once the proxy has killed it.
 	restart := func() {
 		if _, killed := fp.state(); killed && !restarted {
 			restarted = true
 			p = startCourierFrom(t, bin, courierIdentity(), nil, args...)
+			procs = append(procs, p)
 		}
 	}
 	// A scenario courier does not finish is a violation like any other;
@@ -265,12 +294,12 @@ func runCrashPoint(t *testing.T, sc crashScenario, bin string, k int) (writes []
 	}
 	// Settled means courier leads again too: a new term starts with writes
 	// of its own (the published settings).
-	done = done && await("the end state", allOf(sc.settled(r), func(ctx context.Context) (bool, error) { return p.isLeader(ctx) }))
+	done = done && await("the end state", allOf(sc.settled(r), func(ctx context.Context) (bool, error) { return leads(ctx, procs) }))
 	if w, killed := fp.state(); k > 0 && !killed {
 		t.Logf("crash point %d not reached: this run made %d writes", k, len(w))
 	}
 	settledAt := time.Now()
-	time.Sleep(quiet + time.Second)
+	time.Sleep(crashQuiet)
 	if ok, err := sc.settled(r)(t.Context()); done && (!ok || err != nil) {
 		violations = append(violations, oracle.Violation{Rule: fmt.Sprintf("the end state did not hold (%v)", err), Request: fmt.Sprintf("crash point %d", k)})
 	}
@@ -336,13 +365,6 @@ func testCrashPoints(t *testing.T, sc crashScenario) {
 			_, v := runCrashPoint(t, sc, env.courier, k)
 			reportViolations(t, fmt.Sprintf("%s, killed after write %d (%s)", sc.name, k, writes[k-1]), v)
 		})
-	}
-}
-
-func reportViolations(t *testing.T, what string, vs []oracle.Violation) {
-	t.Helper()
-	for _, v := range vs {
-		t.Errorf("%s: violation: %s", what, v)
 	}
 }
 
@@ -462,6 +484,87 @@ func deploymentHas(ns, name, key string, template bool) func(context.Context) (b
 	}
 }
 
+// relabelScenario: a source over a label selector; two namespaces change
+// labels, so one replica is deleted and another created.
+func relabelScenario() crashScenario {
+	return crashScenario{
+		name: "a relabel that adds one target and removes another",
+		setup: func(t *testing.T, r *crashRun) []string {
+			label := "crash-" + r.id
+			a := newNamespace(t, "crash-to", map[string]string{label: "yes"})
+			b := newNamespace(t, "crash-to", map[string]string{label: "no"})
+			c := newNamespace(t, "crash-to", map[string]string{label: "yes"})
+			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label+"=yes"), withData("k", r.value("src", "l-"+r.id)))
+			return []string{a, b, c}
+		},
+		steps: []func(t *testing.T, r *crashRun) func(context.Context) (bool, error){
+			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+				return replicasIn(r, "src", []string{r.namespaces[0], r.namespaces[2]})
+			},
+			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+				setNamespaceLabels(t, r.namespaces[0], func(l map[string]string) { l["crash-"+r.id] = "no" })
+				setNamespaceLabels(t, r.namespaces[1], func(l map[string]string) { l["crash-"+r.id] = "yes" })
+				return nil
+			},
+		},
+		settled: func(r *crashRun) func(context.Context) (bool, error) {
+			return allOf(replicasIn(r, "src", r.namespaces[1:3]), secretGone(r.namespaces[0], "src"))
+		},
+	}
+}
+
+// pullScenario: under --compat=replicator, an object that pulls a source
+// (kubernetes-replicator's replicate-from) is filled, keeps its owner's
+// labels, and follows a change of the source.
+func pullScenario() crashScenario {
+	return crashScenario{
+		name: "a pull, then a change of its source",
+		setup: func(t *testing.T, r *crashRun) []string {
+			r.args = []string{"--compat=replicator"}
+			ns := newNamespace(t, "crash-pull", nil)
+			createSecret(t, r.courierNS, "src", withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+				withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", ns), withData("k", r.value("src", "u1-"+r.id)))
+			createSecret(t, ns, "dst", withAnnotation("replicator.v1.mittwald.de/replicate-from", r.courierNS+"/src"), withLabel("team", "pay"))
+			return []string{ns}
+		},
+		steps: []func(t *testing.T, r *crashRun) func(context.Context) (bool, error){
+			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+				return secretIn(r.namespaces[0], "dst", map[string][]byte{"k": []byte(r.values["src"])})
+			},
+			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+				v := r.value("src", "u2-"+r.id)
+				updateSecret(t, r.courierNS, "src", func(s *corev1.Secret) { s.Data["k"] = []byte(v) })
+				return nil
+			},
+		},
+		settled: func(r *crashRun) func(context.Context) (bool, error) {
+			return allOf(secretIn(r.namespaces[0], "dst", map[string][]byte{"k": []byte(r.values["src"])}),
+				func(ctx context.Context) (bool, error) {
+					s, err := getSecret(ctx, r.namespaces[0], "dst")
+					return err == nil && s.Labels["team"] == "pay", err
+				})
+		},
+	}
+}
+
+// handoverScenario: replicateScenario with a standby courier, so every
+// crash point is a leader handover in the middle of the leader's writes.
+func handoverScenario() crashScenario {
+	sc := replicateScenario()
+	sc.name, sc.standby = "a leader handover in the middle of replicating a source", true
+	return sc
+}
+
+// leads reports whether a courier process still running leads.
+func leads(ctx context.Context, procs []*courierProcess) (bool, error) {
+	for _, p := range procs {
+		if led, _ := p.isLeader(ctx); led && !p.Exited() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // replicasIn: every namespace in nss holds a replica of the courier
 // namespace's Secret name, equal to it.
 func replicasIn(r *crashRun, name string, nss []string) func(context.Context) (bool, error) {
@@ -500,4 +603,16 @@ func TestCrashPointsOfAProtectedSourcesRestore(t *testing.T) {
 // reloaded Deployment: exactly one rollout wherever courier dies.
 func TestCrashPointsOfAReload(t *testing.T) {
 	testCrashPoints(t, reloadScenario())
+}
+
+// TestCrashPointsOfEveryOtherScenario runs make chaos's other scenarios: a
+// relabel, a pull, a leader handover mid-write and a source whose name is
+// taken in a target.
+func TestCrashPointsOfEveryOtherScenario(t *testing.T) {
+	if !chaosAll() {
+		t.Skip("make chaos runs these scenarios (COURIER_CHAOS set); make test runs the three above")
+	}
+	for _, sc := range []crashScenario{relabelScenario(), pullScenario(), handoverScenario(), conflictScenario()} {
+		t.Run(sc.name, func(t *testing.T) { testCrashPoints(t, sc) })
+	}
 }

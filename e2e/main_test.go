@@ -120,5 +120,9 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 
-	return m.Run()
+	code := m.Run()
+	if line := chaosSummary(); line != "" {
+		fmt.Fprintln(os.Stderr, line)
+	}
+	return code
 }

@@ -1,0 +1,39 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/courier-k8s/courier/e2e/oracle"
+)
+
+// chaos tallies what the fault campaign did in this run of the suite: the
+// crash points tried, the perturbations (courier killed, the leader
+// changed, kube-apiserver or etcd restarted, watches cut), the random
+// transitions and the oracle's violations. make chaos ends with its line.
+var chaos struct {
+	crashPoints, perturbations, transitions, violations atomic.Int64
+}
+
+// chaosSummary is the campaign's one line, or "" when no part of it ran.
+func chaosSummary() string {
+	if chaos.crashPoints.Load()+chaos.transitions.Load() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("crash points: %d tried; perturbations: %d; transitions: %d; violations: %d",
+		chaos.crashPoints.Load(), chaos.perturbations.Load(), chaos.transitions.Load(), chaos.violations.Load())
+}
+
+// chaosAll reports whether the whole campaign runs (make chaos sets
+// COURIER_CHAOS): every crash-point scenario rather than make test's part.
+func chaosAll() bool { return os.Getenv("COURIER_CHAOS") != "" }
+
+func reportViolations(t *testing.T, what string, vs []oracle.Violation) {
+	t.Helper()
+	for _, v := range vs {
+		chaos.violations.Add(1)
+		t.Errorf("%s: violation: %s", what, v)
+	}
+}
