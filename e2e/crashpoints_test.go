@@ -32,6 +32,10 @@ import (
 // server accepted. With killAfter k, it SIGKILLs courier right after the
 // API server answered the k-th write, before courier reads the answer: the
 // write took effect, and courier never learnt it did.
+//
+// It also perturbs what courier sees: cutWatches ends every watch stream
+// it carries (courier's informers watch again from where they were), and
+// stall holds the events of one resource's watches for a while.
 type faultProxy struct {
 	srv *httptest.Server
 
@@ -40,6 +44,8 @@ type faultProxy struct {
 	killAfter int      // 0: never
 	victim    *courierProcess
 	killed    bool
+	watches   map[*http.Request]context.CancelFunc
+	stalled   map[string]time.Time // resource → until when its watch events are held
 }
 
 func newFaultProxy(t *testing.T) *faultProxy {
@@ -48,7 +54,7 @@ func newFaultProxy(t *testing.T) *faultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := &faultProxy{}
+	fp := &faultProxy{watches: map[*http.Request]context.CancelFunc{}, stalled: map[string]time.Time{}}
 	rp := httputil.NewSingleHostReverseProxy(upstream)
 	rp.Transport = &http.Transport{
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, // the loopback test cluster's self-signed cert
@@ -60,7 +66,23 @@ func newFaultProxy(t *testing.T) *faultProxy {
 		w.WriteHeader(http.StatusBadGateway) // courier is gone; nobody reads this
 		fmt.Fprint(w, err)
 	}
-	fp.srv = httptest.NewUnstartedServer(rp)
+	fp.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query().Get("watch"); q != "true" && q != "1" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		fp.mu.Lock()
+		fp.watches[r] = cancel
+		fp.mu.Unlock()
+		defer func() {
+			fp.mu.Lock()
+			delete(fp.watches, r)
+			fp.mu.Unlock()
+		}()
+		rp.ServeHTTP(&stallWriter{ResponseWriter: w, fp: fp, resource: resourceOf(r.URL.Path)}, r.WithContext(ctx))
+	}))
 	fp.srv.EnableHTTP2 = true
 	fp.srv.StartTLS()
 	t.Cleanup(fp.srv.Close)
@@ -97,6 +119,60 @@ func (fp *faultProxy) afterUpstream(resp *http.Response) error {
 	fp.victim.kill()
 	fp.killed = true
 	return errKilled
+}
+
+// cutWatches ends every watch stream in flight and returns how many.
+func (fp *faultProxy) cutWatches() int {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	for _, cancel := range fp.watches {
+		cancel()
+	}
+	return len(fp.watches)
+}
+
+// stall holds the events of resource's watches (e.g. "secrets") for d.
+func (fp *faultProxy) stall(resource string, d time.Duration) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	fp.stalled[resource] = time.Now().Add(d)
+}
+
+func (fp *faultProxy) stalledUntil(resource string) time.Time {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	return fp.stalled[resource]
+}
+
+// stallWriter passes a watch's events on, holding them while the proxy
+// stalls its resource.
+type stallWriter struct {
+	http.ResponseWriter
+	fp       *faultProxy
+	resource string
+}
+
+func (s *stallWriter) Write(b []byte) (int, error) {
+	if d := time.Until(s.fp.stalledUntil(s.resource)); d > 0 {
+		time.Sleep(d)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *stallWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// resourceOf is the resource a request path names:
+// /api/v1/namespaces/a/secrets → secrets.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if i := slices.Index(parts, "namespaces"); i >= 0 && len(parts) > i+2 {
+		return parts[i+2]
+	}
+	return parts[len(parts)-1]
 }
 
 // arm makes the proxy kill p after the k-th write (0: never).

@@ -15,10 +15,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/courier-k8s/courier/e2e/oracle"
 )
 
 // soakDuration is how long TestSoak runs its random operations:
-// COURIER_SOAK (a Go duration; `make soak` sets 10m), else 20 s.
+// COURIER_SOAK (a Go duration; `make soak` and `make chaos` set it), else
+// two minutes.
 func soakDuration(t *testing.T) time.Duration {
 	if v := os.Getenv("COURIER_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -27,7 +30,20 @@ func soakDuration(t *testing.T) time.Duration {
 		}
 		return d
 	}
-	return 20 * time.Second
+	return 2 * time.Minute
+}
+
+// soakSeed is the seed of TestSoak's operations: COURIER_SOAK_SEED, else
+// a fixed one, so make test runs the same operations each time (their
+// timing, and so what courier sees, still varies).
+func soakSeed(t *testing.T) uint64 {
+	seed := uint64(1)
+	if v := os.Getenv("COURIER_SOAK_SEED"); v != "" {
+		if _, err := fmt.Sscan(v, &seed); err != nil {
+			t.Fatalf("COURIER_SOAK_SEED=%q: %v", v, err)
+		}
+	}
+	return seed
 }
 
 // soak is the state TestSoak keeps of what it did.
@@ -43,38 +59,61 @@ type soak struct {
 	changes   map[string]int         // namespace → changes of the consumed content seen there
 	apps      map[string]int         // namespace with a consumer → changes before it was created
 	courier   *courierProcess
-	startedAt int // goroutines of the running courier once it led
+	proxy     *faultProxy // between courier and the API server
+	startedAt int         // goroutines of the running courier once it led
 	kills     int
 	ops       map[string]int
+	every     []string // every namespace the test made
+	trace     []string // the operations, in order, with their time
+	began     time.Time
+}
+
+// did records operation op (on ns, "" for none) in the trace.
+func (k *soak) did(op, ns string) {
+	k.ops[op]++
+	chaos.transitions.Add(1)
+	k.trace = append(k.trace, fmt.Sprintf("%7.2fs %s %s", time.Since(k.began).Seconds(), op, ns))
 }
 
 // selectors of the soak's sources over the label L = "soak-<id>", which
-// every soak namespace carries with the value a, b or c.
+// every soak namespace carries with the value a, b or c. gamma is
+// protected: deleting it is one of the operations, and courier restores it.
 var soakSources = map[string]string{"alpha": "L=a", "beta": "L in (a,b)", "gamma": "L,L!=a"}
 
 func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L", label) }
 
-// TestSoak makes random changes for a bounded time — namespaces created,
-// relabelled and deleted; sources edited; replicas edited and deleted;
-// consuming Deployments created; courier SIGKILLed and started again — and
-// then checks the invariants: every targeted namespace holds a replica equal
-// to its source and no other does; objects courier does not own are
+// TestSoak makes random changes a user or tenant can make, for a bounded
+// time, with faults between them — namespaces created, relabelled and
+// deleted; sources edited; a protected source deleted; replicas edited and
+// deleted; consuming Deployments created; courier SIGKILLed and started
+// again; its watches cut or stalled; kube-apiserver restarted, etcd killed —
+// and then checks the invariants: every targeted namespace holds a replica
+// equal to its source and no other does; objects courier does not own are
 // untouched; every rollout is explained by a consumed change; the last
-// courier's goroutines did not grow from when it started leading.
+// courier's goroutines did not grow from when it started leading. The
+// audit-log oracle judges every write courier made meanwhile, and that it
+// writes nothing once settled. A failure prints the seed and the trace of
+// operations that replays it.
 func TestSoak(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (rerun with the same operations: COURIER_SOAK_SEED=%d)", seed, seed)
-	if v := os.Getenv("COURIER_SOAK_SEED"); v != "" {
-		fmt.Sscan(v, &seed)
-	}
+	seed := soakSeed(t)
 	k := &soak{t: t, rng: rand.New(rand.NewPCG(seed, seed)), id: testID(), labels: map[string]string{},
-		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{}}
+		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{}, began: time.Now()}
+	mark := auditMark(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d: rerun these operations with COURIER_SOAK_SEED=%d COURIER_SOAK=%s; the trace:\n%s",
+				seed, seed, soakDuration(t), strings.Join(k.trace, "\n"))
+		}
+	})
 	k.src = newNamespace(t, "soak-src", nil)
 	label := "soak-" + k.id
 	for name, sel := range soakSources {
 		opts := []secretOpt{withAnnotation(keyReplicateTo, soakSelector(sel, label)), withData("k", "0")}
-		if name == "alpha" {
+		switch name {
+		case "alpha":
 			opts = append(opts, withAnnotation(keyReload, "true"))
+		case "gamma":
+			opts = append(opts, withLabel("courier.dev/protect", "true"))
 		}
 		createSecret(t, k.src, name, opts...)
 	}
@@ -96,13 +135,14 @@ func TestSoak(t *testing.T) {
 		k.step(bystanders)
 		time.Sleep(time.Duration(k.rng.IntN(150)) * time.Millisecond)
 	}
-	t.Logf("operations: %v; courier killed %d times", k.ops, k.kills)
+	t.Logf("seed %d; operations: %v; courier killed %d times", seed, k.ops, k.kills)
 
 	// Converge with the last courier, then check.
 	if k.courier.Exited() {
 		k.start()
 	}
 	eventually(t, 60*time.Second, "every namespace holds exactly its replicas, equal to their sources", k.converged)
+	settledAt := time.Now()
 	for ref, rv := range bystanders {
 		ns, name, _ := strings.Cut(ref, "/")
 		got, err := getSecret(t.Context(), ns, name)
@@ -123,15 +163,37 @@ func TestSoak(t *testing.T) {
 	if g := k.goroutines(); g > k.startedAt+25 {
 		t.Errorf("courier's goroutines grew from %d when it started leading to %d", k.startedAt, g)
 	}
+	k.courier.Stop()
+	k.judge(mark, settledAt)
+}
+
+// judge has the audit-log oracle judge every write courier made since mark,
+// and that it wrote nothing once the cluster had settled.
+func (k *soak) judge(mark int64, settledAt time.Time) {
+	events := auditSince(k.t, mark)
+	scope := oracle.Scope{Courier: courierIdentity().user(), Installation: k.namespace,
+		Namespaces: map[string]bool{k.src: true, k.namespace: true}, ProtectedGap: 40 * time.Second}
+	for _, ns := range k.every {
+		scope.Namespaces[ns] = true
+	}
+	vs := oracle.Check(events, scope, time.Now())
+	for _, e := range oracle.Writes(events, scope.Courier, settledAt.Add(time.Second), scope.Namespaces) {
+		vs = append(vs, oracle.Violation{Rule: "wrote after the cluster had settled", Request: e.String()})
+	}
+	reportViolations(k.t, "soak", vs)
+	k.t.Logf("the oracle judged %d of courier's writes", len(oracle.Writes(events, scope.Courier, time.Time{}, scope.Namespaces)))
 }
 
 func (k *soak) start() {
 	if k.namespace == "" { // one installation across restarts
 		k.namespace = newNamespace(k.t, "courier", nil)
 	}
+	if k.proxy == nil {
+		k.proxy = newFaultProxy(k.t)
+	}
 	// A short Lease: a restart after a SIGKILL waits out the dead one's.
 	k.courier = startCourier(k.t, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms",
-		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms")
+		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms", "--kubeconfig="+k.proxy.kubeconfig(k.t, courierIdentity()))
 	k.courier.WaitLeader(k.t.Context())
 	// Leading is reported before the workers start: take the baseline once
 	// two samples half a second apart agree.
@@ -156,6 +218,7 @@ func (k *soak) newNamespace() {
 	v := k.labelValue()
 	ns := newNamespace(k.t, "soak", map[string]string{"soak-" + k.id: v})
 	k.live = append(k.live, ns)
+	k.every = append(k.every, ns)
 	k.labels[ns] = v
 }
 
@@ -166,28 +229,40 @@ func (k *soak) step(bystanders map[string]string) {
 	t, ctx := k.t, k.t.Context()
 	switch op := k.rng.IntN(100); {
 	case op < 12:
-		k.ops["create namespace"]++
 		k.newNamespace()
+		k.did("create namespace", k.live[len(k.live)-1])
 	case op < 27:
-		k.ops["relabel namespace"]++
 		ns, v := k.pick(), k.labelValue()
+		k.did("relabel namespace "+v, ns)
 		setNamespaceLabels(t, ns, func(l map[string]string) { l["soak-"+k.id] = v })
 		if (k.labels[ns] == "a") != (v == "a") { // alpha's replica comes or goes
 			k.changes[ns]++
 		}
 		k.labels[ns] = v
 	case op < 32 && len(k.live) > 3:
-		k.ops["delete namespace"]++
 		i := k.rng.IntN(len(k.live))
 		if !k.holdsBystander(k.live[i], bystanders) {
+			k.did("delete namespace", k.live[i])
 			_ = admin().CoreV1().Namespaces().Delete(ctx, k.live[i], metav1.DeleteOptions{})
 			delete(k.apps, k.live[i])
 			k.live = slices.Delete(k.live, i, i+1)
 		}
-	case op < 55:
-		k.ops["edit source"]++
+	case op < 52:
 		name := []string{"alpha", "beta", "gamma"}[k.rng.IntN(3)]
-		updateSecret(t, k.src, name, func(s *corev1.Secret) { s.Data["k"] = []byte(fmt.Sprint(k.rng.Int())) })
+		k.did("edit source "+name, k.src)
+		v := fmt.Sprint(k.rng.Int())
+		updateOnConflict(t, "edit source "+name, func(ctx context.Context) error {
+			s, err := getSecret(ctx, k.src, name)
+			if apierrors.IsNotFound(err) {
+				return nil // the protected gamma, deleted and not restored yet
+			}
+			if err != nil {
+				return err
+			}
+			s.Data["k"] = []byte(v)
+			_, err = admin().CoreV1().Secrets(k.src).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		})
 		if name == "alpha" {
 			for ns, v := range k.labels {
 				if v == "a" {
@@ -195,7 +270,7 @@ func (k *soak) step(bystanders map[string]string) {
 				}
 			}
 		}
-	case op < 70:
+	case op < 65:
 		// At most 4 edits of one replica a minute: past 5 courier backs off
 		// (ReplicaContested) by design, and the end state would not converge.
 		ns := k.pick()
@@ -203,27 +278,53 @@ func (k *soak) step(bystanders map[string]string) {
 		if len(recent) >= 4 {
 			break
 		}
-		k.ops["edit replica"]++
+		k.did("edit replica alpha", ns)
 		if ok, _ := editSecret(ns, "alpha", "k", "tampered")(ctx); ok {
 			k.edits[ns] = append(recent, time.Now())
 			k.changes[ns] += 2 // the edit, and courier's revert
 		}
-	case op < 80:
-		k.ops["delete replica"]++
+	case op < 74:
 		ns := k.pick()
 		if _, owned := bystanders[ns+"/beta"]; !owned {
+			k.did("delete replica beta", ns)
 			_ = admin().CoreV1().Secrets(ns).Delete(ctx, "beta", metav1.DeleteOptions{})
 		}
-	case op < 90:
+	case op < 82:
 		ns := k.pick()
 		if _, ok := k.apps[ns]; !ok {
-			k.ops["create consumer"]++
+			k.did("create consumer", ns)
 			k.apps[ns] = k.changes[ns]
 			createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "alpha", "k")}, nil, nil))
 		}
+	case op < 86:
+		k.did("delete protected source gamma", k.src)
+		_ = admin().CoreV1().Secrets(k.src).Delete(ctx, "gamma", metav1.DeleteOptions{})
+	case op < 90:
+		k.did("cut courier's watches", "")
+		chaos.perturbations.Add(1)
+		k.proxy.cutWatches()
+	case op < 93:
+		resource := []string{"secrets", "namespaces"}[k.rng.IntN(2)]
+		k.did("stall courier's "+resource+" watches 3s", "")
+		chaos.perturbations.Add(1)
+		k.proxy.stall(resource, 3*time.Second)
+	case op < 95:
+		component := []string{"kube-apiserver", "etcd"}[k.rng.IntN(2)]
+		k.did("restart "+component, "")
+		chaos.perturbations.Add(1)
+		// kube-apiserver stops gracefully (its audit log ends on a whole
+		// line); etcd is killed.
+		if err := env.cluster.Restart(ctx, component, component == "etcd"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, component+" serving again", func(ctx context.Context) (bool, error) {
+			_, err := admin().CoreV1().Namespaces().Get(ctx, k.src, metav1.GetOptions{})
+			return err == nil, nil
+		})
 	default:
 		if !k.courier.Exited() && k.rng.IntN(3) == 0 {
-			k.ops["kill courier"]++
+			k.did("kill courier", "")
+			chaos.perturbations.Add(1)
 			k.courier.Signal(syscall.SIGKILL)
 			k.courier.Wait(5 * time.Second)
 			k.kills++
@@ -248,6 +349,9 @@ func (k *soak) converged(ctx context.Context) (bool, error) {
 	label := "soak-" + k.id
 	for name, sel := range soakSources {
 		src, err := getSecret(ctx, k.src, name)
+		if apierrors.IsNotFound(err) {
+			return false, nil // the protected gamma, not restored yet
+		}
 		if err != nil {
 			return false, err
 		}
