@@ -23,7 +23,7 @@ CONTROLPLANE   = $$(e2e/tools/build.sh)
 # Argo Rollouts' and External Secrets Operator's binaries and CRDs.
 INTEGRATIONS   = $$(e2e/tools/build-integrations.sh)
 
-.PHONY: all help docs build image release test-compat test-compat-smoke test-integrations controlplane run check test unit e2e soak lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
+.PHONY: all help docs build image release test-compat test-compat-smoke test-integrations controlplane run check test unit e2e soak chaos lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -98,10 +98,20 @@ test-compat-smoke: prometheus
 	COURIER_E2E_KUBERNETES_MINOR=30 COURIER_CONTROLPLANE_BIN="$$(e2e/tools/build-compat.sh)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" \
 	  $(GO) test -p 1 -count=1 -timeout=30m -v -run '$(COMPAT_SMOKE)' ./e2e/
 
-## soak: the randomized soak test for SOAK (default 10m) instead of make test's 20 s [SOAK and about a minute]
+## soak: the randomized soak test for SOAK (default 10m) instead of make test's 2 min [SOAK and about a minute]
 SOAK ?= 10m
 soak:
 	COURIER_SOAK=$(SOAK) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
+
+## chaos: the fault campaign: every crash point of every scenario, the broken builds the oracle must catch, and DURATION (default 1h) of random transitions and faults from SEED (default 1), judged by the audit-log oracle; ends with the line "crash points: N tried; perturbations: M; transitions: T; violations: V" and exits 0 only without violations [DURATION and about 8 min]
+SEED ?= 1
+DURATION ?= 1h
+chaos:
+	@log=$$(mktemp); st=$$(mktemp); \
+	{ COURIER_CHAOS=1 COURIER_SOAK=$(DURATION) COURIER_SOAK_SEED=$(SEED) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" \
+	  $(GO) test -p 1 -count=1 -timeout=0 -v -run '^(TestCrashPoints.*|TestOracleFindsTheDefectsOfBrokenBuilds|TestSoak)$$' ./e2e/ 2>&1; echo $$? > $$st; } | tee $$log; \
+	s=$$(cat $$st); line=$$(grep '^crash points:' $$log | tail -1); rm -f $$log $$st; \
+	echo "$${line:-crash points: ? tried; perturbations: ?; transitions: ?; violations: ? (the run ended before its summary)}"; exit $$s
 
 ## docs: regenerate docs/reference.md from the code (flags, keys, Event reasons, metrics)
 docs:
