@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
+	"github.com/courier-k8s/courier/e2e/oracle"
 )
 
 // fight runs change on the replica ns/name every time done says it is not
@@ -513,6 +514,42 @@ func TestAProtectedSourceDeletedWhileCourierIsDownIsRestored(t *testing.T) {
 	if deleted() {
 		t.Error("the replica was deleted")
 	}
+}
+
+// A protected source deleted while courier is down keeps the replicas its
+// last-seen selector still wants; one in a namespace relabelled out of it
+// meanwhile goes, as it would with the source there. The audit-log oracle
+// judges every write of the restarted courier (it found the soak's
+// deletions of such replicas, and docs/SPEC.md now says they go).
+func TestAProtectedSourceGoneWhileDownKeepsTheReplicasItsSelectorStillWants(t *testing.T) {
+	mark := auditMark(t)
+	s := setupReplication(t)
+	kept := s.target(t, "kept", map[string]string{"tier": "x"})
+	out := s.target(t, "out", map[string]string{"tier": "x"})
+	orig := createSecret(t, s.src, "ca", withLabel(keyProtect, "true"), withAnnotation(keyReplicateTo, "tier=x,test="+s.id),
+		withData("ca.crt", "PEM-"+s.id))
+	eventually(t, converge, "replicas and backup", allOf(secretIn(kept, "ca", orig.Data), secretIn(out, "ca", orig.Data),
+		func(ctx context.Context) (bool, error) {
+			_, err := getSecret(ctx, s.src, "courier-backup.ca")
+			return err == nil, nil
+		}))
+	keptDeleted := watchSecretFor(t, kept, "ca", watch.Deleted)
+
+	s.courier.Stop()
+	deleteSecret(t, s.src, "ca")
+	setNamespaceLabels(t, out, func(l map[string]string) { l["tier"] = "y" })
+	c := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	c.WaitLeader(t.Context())
+	eventually(t, converge, "source restored, the relabelled namespace's replica gone",
+		allOf(secretIn(s.src, "ca", orig.Data), secretGone(out, "ca"), secretIn(kept, "ca", orig.Data)))
+	time.Sleep(quiet)
+	if keptDeleted() {
+		t.Error("the replica its selector still wants was deleted")
+	}
+	c.Stop()
+	scope := oracle.Scope{Courier: courierIdentity().user(), Installation: s.courier.namespace,
+		Namespaces: map[string]bool{s.src: true, kept: true, out: true}, ProtectedGap: crashBound}
+	reportViolations(t, "a protected source gone while courier was down", oracle.Check(auditSince(t, mark), scope, time.Now()))
 }
 
 // Item 3: a protected source held by a finalizer, or deleted in the

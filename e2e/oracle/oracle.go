@@ -20,11 +20,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Policy is the audit policy Check needs: every write, with the objects
 // written (RequestResponse) for the kinds courier writes and their Events
-// (their status too: a Deployment's revision annotation comes that way),
+// (their status too: a Deployment's revision annotation comes that way)
+// and for Namespaces (their labels decide where replicas belong),
 // the metadata of every other write (courier writing anything else is a
 // violation), and nothing for reads or the fake node's pod and node churn.
 const Policy = `apiVersion: audit.k8s.io/v1
@@ -45,7 +48,7 @@ rules:
 - level: RequestResponse
   resources:
   - group: ""
-    resources: [secrets, configmaps, events]
+    resources: [secrets, configmaps, events, namespaces]
   - group: events.k8s.io
   - group: apps
     resources: [deployments, statefulsets, daemonsets, deployments/status, statefulsets/status, daemonsets/status]
@@ -151,6 +154,12 @@ type Violation struct {
 func (v Violation) String() string { return v.Rule + ": " + v.Request }
 
 type key struct{ resource, namespace, name string }
+
+// goneSource is a protected source deleted: when, and as it was.
+type goneSource struct {
+	at   time.Time
+	last *object
+}
 
 // object is the part of an object the rules read.
 type object struct {
@@ -298,6 +307,22 @@ func strip(v any, content bool) any {
 	return v
 }
 
+// targets reports whether source (as last seen) wants a replica in a
+// namespace labelled nsLabels: its courier.dev/replicate-to selector
+// matches them ("*" or empty: every namespace). Unknown labels, or a
+// source without courier's annotation (another tool's), count as wanted.
+func targets(source *object, nsLabels map[string]string) bool {
+	if source == nil || nsLabels == nil {
+		return true
+	}
+	sel, ok := source.Metadata.Annotations["courier.dev/replicate-to"]
+	if !ok || sel == "" || sel == "*" {
+		return true
+	}
+	parsed, err := labels.Parse(sel)
+	return err != nil || parsed.Matches(labels.Set(nsLabels))
+}
+
 var workloads = map[string]bool{"deployments": true, "statefulsets": true, "daemonsets": true, "cronjobs": true, "rollouts": true}
 
 // Check replays events in order and returns every write by s.Courier that
@@ -305,12 +330,18 @@ var workloads = map[string]bool{"deployments": true, "statefulsets": true, "daem
 // than s.ProtectedGap (end is when the scenario was judged).
 func Check(events []Event, s Scope, end time.Time) []Violation {
 	state := map[key]*object{}
-	gone := map[key]time.Time{} // protected sources deleted, and when
+	gone := map[key]goneSource{} // protected sources deleted
+	nsLabels := map[string]map[string]string{}
 	var out []Violation
 	bad := func(rule string, e Event) { out = append(out, Violation{rule, e.String()}) }
 	for _, e := range events {
 		if !e.Write() {
 			continue
+		}
+		if e.Ref.Resource == "namespaces" && e.Ref.Subresource == "" {
+			if o := parse(e.Response); o != nil && e.Verb != "delete" {
+				nsLabels[o.Metadata.Name] = o.Metadata.Labels
+			}
 		}
 		ns := e.Ref.Namespace
 		if !s.Namespaces[ns] && ns != s.Installation {
@@ -333,14 +364,14 @@ func Check(events []Event, s Scope, end time.Time) []Violation {
 			continue
 		}
 		if e.Username() == s.Courier {
-			if rule := judge(e, k, prior, result, s, state, gone); rule != "" {
+			if rule := judge(e, k, prior, result, s, gone, nsLabels); rule != "" {
 				bad(rule, e)
 			}
 		}
 		switch e.Verb {
 		case "delete":
 			if prior.protected() && (k.resource == "secrets" || k.resource == "configmaps") {
-				gone[k] = e.At
+				gone[k] = goneSource{at: e.At, last: prior}
 			}
 			delete(state, k)
 		case "deletecollection":
@@ -352,25 +383,25 @@ func Check(events []Event, s Scope, end time.Time) []Violation {
 		default:
 			if result != nil {
 				state[k] = result
-				if at, ok := gone[k]; ok {
-					if e.At.Sub(at) > s.ProtectedGap {
-						bad(fmt.Sprintf("protected source %s/%s was gone for %s, longer than %s", ns, k.name, e.At.Sub(at).Round(time.Millisecond), s.ProtectedGap), e)
+				if g, ok := gone[k]; ok {
+					if e.At.Sub(g.at) > s.ProtectedGap {
+						bad(fmt.Sprintf("protected source %s/%s was gone for %s, longer than %s", ns, k.name, e.At.Sub(g.at).Round(time.Millisecond), s.ProtectedGap), e)
 					}
 					delete(gone, k)
 				}
 			}
 		}
 	}
-	for k, at := range gone {
-		if end.Sub(at) > s.ProtectedGap {
-			out = append(out, Violation{fmt.Sprintf("protected source %s/%s deleted at %s was never restored", k.namespace, k.name, at.Format("15:04:05.000")), "none"})
+	for k, g := range gone {
+		if end.Sub(g.at) > s.ProtectedGap {
+			out = append(out, Violation{fmt.Sprintf("protected source %s/%s deleted at %s was never restored", k.namespace, k.name, g.at.Format("15:04:05.000")), "none"})
 		}
 	}
 	return out
 }
 
 // judge returns the rule courier's write e breaks, or "".
-func judge(e Event, k key, prior, result *object, s Scope, state map[key]*object, gone map[key]time.Time) string {
+func judge(e Event, k key, prior, result *object, s Scope, gone map[key]goneSource, nsLabels map[string]map[string]string) string {
 	switch k.resource {
 	case "leases":
 		if k.namespace == s.Installation {
@@ -407,7 +438,11 @@ func judge(e Event, k key, prior, result *object, s Scope, state map[key]*object
 			}
 			if src := prior.Metadata.Annotations["courier.dev/source"]; src != "" {
 				ns, name, _ := strings.Cut(src, "/")
-				if _, ok := gone[key{k.resource, ns, name}]; ok {
+				sk := key{k.resource, ns, name}
+				// Gone, its replicas stay where its last selector wants
+				// them; one in a namespace relabelled out of it goes, as
+				// it would with the source there.
+				if g, ok := gone[sk]; ok && targets(g.last, nsLabels[k.namespace]) {
 					return "deleted a replica of a protected source while that source was gone"
 				}
 			}

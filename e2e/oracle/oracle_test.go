@@ -81,6 +81,15 @@ func TestCheck(t *testing.T) {
 			line(4, courier, "delete", "secrets", "b", "s", ""),
 			line(30, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
 		}, []string{"deleted a replica of a protected source while that source was gone", "protected source a/s was gone for 27s, longer than 10s"}},
+		{"a protected source's replica deleted while the source was gone, from a namespace relabelled out of its selector", []string{
+			line(1, "admin", "create", "namespaces", "", "b", `{"kind":"Namespace","metadata":{"name":"b","labels":{"env":"prod"}}}`),
+			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, `"courier.dev/replicate-to":"env=prod"`, `"k":"djE="`)),
+			line(2, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, `"k":"djE="`)),
+			line(3, "admin", "delete", "secrets", "a", "s", ""),
+			line(4, "admin", "update", "namespaces", "b", "b", `{"kind":"Namespace","metadata":{"name":"b","labels":{"env":"dev"}}}`),
+			line(5, courier, "delete", "secrets", "b", "s", ""),
+			line(6, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, `"courier.dev/replicate-to":"env=prod"`, `"k":"djE="`)),
+		}, nil},
 		{"a protected source never restored", []string{
 			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", "")),
 			line(3, "admin", "delete", "secrets", "a", "s", ""),
