@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -36,4 +38,38 @@ func reportViolations(t *testing.T, what string, vs []oracle.Violation) {
 		chaos.violations.Add(1)
 		t.Errorf("%s: violation: %s", what, v)
 	}
+}
+
+// auditMark is where the audit log ends now: a scenario judges what was
+// written after it.
+func auditMark(t *testing.T) int64 {
+	t.Helper()
+	fi, err := os.Stat(env.cluster.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// auditSince reads the audit log's complete lines written after mark.
+func auditSince(t *testing.T, mark int64) []oracle.Event {
+	t.Helper()
+	f, err := os.Open(env.cluster.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(mark, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1] // a line being written is left for later
+	events, err := oracle.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
 }

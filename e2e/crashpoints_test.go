@@ -1,249 +1,26 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/courier-k8s/courier/e2e/oracle"
 )
 
-// faultProxy stands between courier and kube-apiserver (loopback, TLS;
-// watches stream through) and counts courier's writes: creates, updates,
-// patches and deletes of anything but its Lease and Events that the API
-// server accepted. With killAfter k, it SIGKILLs courier right after the
-// API server answered the k-th write, before courier reads the answer: the
-// write took effect, and courier never learnt it did.
-//
-// It also perturbs what courier sees: cutWatches ends every watch stream
-// it carries (courier's informers watch again from where they were), and
-// stall holds the events of one resource's watches for a while.
-type faultProxy struct {
-	srv *httptest.Server
+// condition is what a test waits for.
+type condition = func(context.Context) (bool, error)
 
-	mu        sync.Mutex
-	writes    []string // "VERB path" of each write counted
-	killAfter int      // 0: never
-	victim    *courierProcess
-	killed    bool
-	watches   map[*http.Request]context.CancelFunc
-	stalled   map[string]time.Time // resource → until when its watch events are held
-}
-
-func newFaultProxy(t *testing.T) *faultProxy {
-	t.Helper()
-	upstream, err := url.Parse(env.cluster.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp := &faultProxy{watches: map[*http.Request]context.CancelFunc{}, stalled: map[string]time.Time{}}
-	rp := httputil.NewSingleHostReverseProxy(upstream)
-	rp.Transport = &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, // the loopback test cluster's self-signed cert
-		ForceAttemptHTTP2: true,
-	}
-	rp.FlushInterval = -1 // watches: each event as it comes
-	rp.ModifyResponse = fp.afterUpstream
-	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
-		w.WriteHeader(http.StatusBadGateway) // courier is gone; nobody reads this
-		fmt.Fprint(w, err)
-	}
-	fp.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query().Get("watch"); q != "true" && q != "1" {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		fp.mu.Lock()
-		fp.watches[r] = cancel
-		fp.mu.Unlock()
-		defer func() {
-			fp.mu.Lock()
-			delete(fp.watches, r)
-			fp.mu.Unlock()
-		}()
-		rp.ServeHTTP(&stallWriter{ResponseWriter: w, fp: fp, resource: resourceOf(r.URL.Path)}, r.WithContext(ctx))
-	}))
-	fp.srv.EnableHTTP2 = true
-	fp.srv.StartTLS()
-	t.Cleanup(fp.srv.Close)
-	return fp
-}
-
-// counted reports whether r is one of the writes the proxy counts.
-func counted(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	default:
-		return false
-	}
-	if r.URL.Query().Get("dryRun") != "" {
-		return false
-	}
-	p := r.URL.Path
-	return !strings.Contains(p, "/leases/") && !strings.HasSuffix(p, "/leases") && !strings.Contains(p, "/events")
-}
-
-var errKilled = errors.New("courier was killed at this crash point")
-
-func (fp *faultProxy) afterUpstream(resp *http.Response) error {
-	r := resp.Request
-	if !counted(r) || resp.StatusCode/100 != 2 {
-		return nil
-	}
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	fp.writes = append(fp.writes, r.Method+" "+r.URL.Path)
-	if len(fp.writes) != fp.killAfter || fp.victim == nil {
-		return nil
-	}
-	fp.victim.kill()
-	fp.killed = true
-	return errKilled
-}
-
-// cutWatches ends every watch stream in flight and returns how many.
-func (fp *faultProxy) cutWatches() int {
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	for _, cancel := range fp.watches {
-		cancel()
-	}
-	return len(fp.watches)
-}
-
-// stall holds the events of resource's watches (e.g. "secrets") for d.
-func (fp *faultProxy) stall(resource string, d time.Duration) {
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	fp.stalled[resource] = time.Now().Add(d)
-}
-
-func (fp *faultProxy) stalledUntil(resource string) time.Time {
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	return fp.stalled[resource]
-}
-
-// stallWriter passes a watch's events on, holding them while the proxy
-// stalls its resource.
-type stallWriter struct {
-	http.ResponseWriter
-	fp       *faultProxy
-	resource string
-}
-
-func (s *stallWriter) Write(b []byte) (int, error) {
-	if d := time.Until(s.fp.stalledUntil(s.resource)); d > 0 {
-		time.Sleep(d)
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *stallWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// resourceOf is the resource a request path names:
-// /api/v1/namespaces/a/secrets → secrets.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	if i := slices.Index(parts, "namespaces"); i >= 0 && len(parts) > i+2 {
-		return parts[i+2]
-	}
-	return parts[len(parts)-1]
-}
-
-// arm makes the proxy kill p after the k-th write (0: never).
-func (fp *faultProxy) arm(p *courierProcess, k int) {
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	fp.victim, fp.killAfter = p, k
-}
-
-func (fp *faultProxy) state() (writes []string, killed bool) {
-	fp.mu.Lock()
-	defer fp.mu.Unlock()
-	return append([]string(nil), fp.writes...), fp.killed
-}
-
-// kubeconfig is id's kubeconfig with the proxy as its server.
-func (fp *faultProxy) kubeconfig(t *testing.T, id identity) string {
-	t.Helper()
-	path := writeKubeconfig(t, id)
-	cfg, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = fp.srv.URL
-	}
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// kill SIGKILLs courier and waits until it is gone.
-func (p *courierProcess) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// auditMark is where the audit log ends now: a scenario judges what was
-// written after it.
-func auditMark(t *testing.T) int64 {
-	t.Helper()
-	fi, err := os.Stat(env.cluster.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
-// auditSince reads the audit log's complete lines written after mark.
-func auditSince(t *testing.T, mark int64) []oracle.Event {
-	t.Helper()
-	f, err := os.Open(env.cluster.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(mark, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = b[:bytes.LastIndexByte(b, '\n')+1] // a line being written is left for later
-	events, err := oracle.Read(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return events
-}
+// crashStep is one action of the user's, returning what to wait for before
+// the next (nil: nothing).
+type crashStep = func(t *testing.T, r *crashRun) condition
 
 // crashScenario is a user's story courier must get right wherever it is
 // killed: namespaces and objects made before courier starts, then steps
@@ -254,11 +31,10 @@ type crashScenario struct {
 	// setup makes the scenario's namespaces and objects and returns its
 	// namespaces and the arguments courier runs with.
 	setup func(t *testing.T, r *crashRun) []string
-	// steps are the user's actions after courier started; each returns what
-	// to wait for before the next (nil: nothing).
-	steps []func(t *testing.T, r *crashRun) func(context.Context) (bool, error)
+	// steps are the user's actions after courier started.
+	steps []crashStep
 	// settled is the end state courier must reach and keep.
-	settled func(r *crashRun) func(context.Context) (bool, error)
+	settled func(r *crashRun) condition
 	// standby runs a second courier on the Lease once the first leads, so
 	// a crash is a leader handover rather than a restart.
 	standby bool
@@ -345,7 +121,7 @@ func runCrashPoint(t *testing.T, sc crashScenario, bin string, k int) (writes []
 	}
 	// A scenario courier does not finish is a violation like any other;
 	// the oracle still judges what it wrote.
-	await := func(what string, cond func(context.Context) (bool, error)) bool {
+	await := func(what string, cond condition) bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 2*crashBound)
 		defer cancel()
@@ -457,7 +233,7 @@ func replicateScenario() crashScenario {
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label), withData("k", r.value("src", "v-"+r.id)))
 			return nss
 		},
-		settled: func(r *crashRun) func(context.Context) (bool, error) {
+		settled: func(r *crashRun) condition {
 			return replicasIn(r, "src", r.namespaces[:3])
 		},
 	}
@@ -477,17 +253,17 @@ func protectedScenario() crashScenario {
 				withLabel("courier.dev/protect", "true"), withData("k", r.value("src", "p-"+r.id)))
 			return []string{a, b}
 		},
-		steps: []func(t *testing.T, r *crashRun) func(context.Context) (bool, error){
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+		steps: []crashStep{
+			func(t *testing.T, r *crashRun) condition {
 				return allOf(replicasIn(r, "src", r.namespaces[:2]),
 					secretIn(r.courierNS, "courier-backup.src", map[string][]byte{"k": []byte(r.values["src"])}))
 			},
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+			func(t *testing.T, r *crashRun) condition {
 				deleteSecret(t, r.courierNS, "src")
 				return nil
 			},
 		},
-		settled: func(r *crashRun) func(context.Context) (bool, error) {
+		settled: func(r *crashRun) condition {
 			return allOf(secretIn(r.courierNS, "src", map[string][]byte{"k": []byte(r.values["src"])}),
 				replicasIn(r, "src", r.namespaces[:2]))
 		},
@@ -508,7 +284,7 @@ func conflictScenario() crashScenario {
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label), withData("k", r.value("src", "c-"+r.id)))
 			return []string{a, b}
 		},
-		settled: func(r *crashRun) func(context.Context) (bool, error) {
+		settled: func(r *crashRun) condition {
 			return allOf(replicasIn(r, "src", r.namespaces[:1]),
 				secretIn(r.namespaces[1], "src", map[string][]byte{"k": []byte(r.values["mine"])}),
 				eventWith(r.courierNS, "src", "ReplicaConflict", r.namespaces[1]))
@@ -528,17 +304,17 @@ func reloadScenario() crashScenario {
 			r.rollouts["deployments "+ns+"/app"] = 1
 			return []string{ns}
 		},
-		steps: []func(t *testing.T, r *crashRun) func(context.Context) (bool, error){
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+		steps: []crashStep{
+			func(t *testing.T, r *crashRun) condition {
 				return deploymentHas(r.namespaces[0], "app", "courier.dev/config-inputs", false)
 			},
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+			func(t *testing.T, r *crashRun) condition {
 				v := r.value("in", "r2-"+r.id)
 				updateSecret(t, r.namespaces[0], "in", func(s *corev1.Secret) { s.Data["k"] = []byte(v) })
 				return nil
 			},
 		},
-		settled: func(r *crashRun) func(context.Context) (bool, error) {
+		settled: func(r *crashRun) condition {
 			return deploymentHas(r.namespaces[0], "app", "courier.dev/config-hash", true)
 		},
 	}
@@ -546,7 +322,7 @@ func reloadScenario() crashScenario {
 
 // deploymentHas: the Deployment carries annotation key (on its pod
 // template when template is true).
-func deploymentHas(ns, name, key string, template bool) func(context.Context) (bool, error) {
+func deploymentHas(ns, name, key string, template bool) condition {
 	return func(ctx context.Context) (bool, error) {
 		d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -573,17 +349,17 @@ func relabelScenario() crashScenario {
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label+"=yes"), withData("k", r.value("src", "l-"+r.id)))
 			return []string{a, b, c}
 		},
-		steps: []func(t *testing.T, r *crashRun) func(context.Context) (bool, error){
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+		steps: []crashStep{
+			func(t *testing.T, r *crashRun) condition {
 				return replicasIn(r, "src", []string{r.namespaces[0], r.namespaces[2]})
 			},
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+			func(t *testing.T, r *crashRun) condition {
 				setNamespaceLabels(t, r.namespaces[0], func(l map[string]string) { l["crash-"+r.id] = "no" })
 				setNamespaceLabels(t, r.namespaces[1], func(l map[string]string) { l["crash-"+r.id] = "yes" })
 				return nil
 			},
 		},
-		settled: func(r *crashRun) func(context.Context) (bool, error) {
+		settled: func(r *crashRun) condition {
 			return allOf(replicasIn(r, "src", r.namespaces[1:3]), secretGone(r.namespaces[0], "src"))
 		},
 	}
@@ -603,17 +379,17 @@ func pullScenario() crashScenario {
 			createSecret(t, ns, "dst", withAnnotation("replicator.v1.mittwald.de/replicate-from", r.courierNS+"/src"), withLabel("team", "pay"))
 			return []string{ns}
 		},
-		steps: []func(t *testing.T, r *crashRun) func(context.Context) (bool, error){
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+		steps: []crashStep{
+			func(t *testing.T, r *crashRun) condition {
 				return secretIn(r.namespaces[0], "dst", map[string][]byte{"k": []byte(r.values["src"])})
 			},
-			func(t *testing.T, r *crashRun) func(context.Context) (bool, error) {
+			func(t *testing.T, r *crashRun) condition {
 				v := r.value("src", "u2-"+r.id)
 				updateSecret(t, r.courierNS, "src", func(s *corev1.Secret) { s.Data["k"] = []byte(v) })
 				return nil
 			},
 		},
-		settled: func(r *crashRun) func(context.Context) (bool, error) {
+		settled: func(r *crashRun) condition {
 			return allOf(secretIn(r.namespaces[0], "dst", map[string][]byte{"k": []byte(r.values["src"])}),
 				func(ctx context.Context) (bool, error) {
 					s, err := getSecret(ctx, r.namespaces[0], "dst")
@@ -643,15 +419,15 @@ func leads(ctx context.Context, procs []*courierProcess) (bool, error) {
 
 // replicasIn: every namespace in nss holds a replica of the courier
 // namespace's Secret name, equal to it.
-func replicasIn(r *crashRun, name string, nss []string) func(context.Context) (bool, error) {
-	var conds []func(context.Context) (bool, error)
+func replicasIn(r *crashRun, name string, nss []string) condition {
+	var conds []condition
 	for _, ns := range nss {
 		conds = append(conds, secretIn(ns, name, map[string][]byte{"k": []byte(r.values[name])}))
 	}
 	return allOf(conds...)
 }
 
-func allOf(conds ...func(context.Context) (bool, error)) func(context.Context) (bool, error) {
+func allOf(conds ...condition) condition {
 	return func(ctx context.Context) (bool, error) {
 		for _, c := range conds {
 			if ok, err := c(ctx); !ok || err != nil {

@@ -305,6 +305,9 @@ func editSecret(ns, name, k, v string) func(context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if s.Data == nil { // a pull target courier has not filled yet
+			s.Data = map[string][]byte{}
+		}
 		s.Data[k] = []byte(v)
 		_, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
 		return err == nil, err

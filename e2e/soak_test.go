@@ -63,7 +63,11 @@ type soak struct {
 	startedAt int         // goroutines of the running courier once it led
 	kills     int
 	ops       map[string]int
-	every     []string // every namespace the test made
+	every     []string        // every namespace the test made
+	betaKeys  bool            // beta's replicas hold only its key k (replicate-keys)
+	betaCopy  bool            // beta's replicas carry its label tier (copy-labels)
+	pulls     map[string]bool // namespaces holding "pulled", which pulls alpha
+	pullEdits []time.Time
 	trace     []string // the operations, in order, with their time
 	began     time.Time
 }
@@ -97,7 +101,8 @@ func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L"
 func TestSoak(t *testing.T) {
 	seed := soakSeed(t)
 	k := &soak{t: t, rng: rand.New(rand.NewPCG(seed, seed)), id: testID(), labels: map[string]string{},
-		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{}, began: time.Now()}
+		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{}, began: time.Now(),
+		pulls: map[string]bool{}}
 	mark := auditMark(t)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -110,8 +115,12 @@ func TestSoak(t *testing.T) {
 	for name, sel := range soakSources {
 		opts := []secretOpt{withAnnotation(keyReplicateTo, soakSelector(sel, label)), withData("k", "0")}
 		switch name {
-		case "alpha":
-			opts = append(opts, withAnnotation(keyReload, "true"))
+		case "alpha": // consumed, and pulled from (kubernetes-replicator's annotations)
+			opts = append(opts, withAnnotation(keyReload, "true"),
+				withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+				withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", "soak-.*"))
+		case "beta": // a second key, and a label to copy
+			opts = append(opts, withData("k2", "second"), withLabel("tier", "gold"))
 		case "gamma":
 			opts = append(opts, withLabel("courier.dev/protect", "true"))
 		}
@@ -193,7 +202,8 @@ func (k *soak) start() {
 	}
 	// A short Lease: a restart after a SIGKILL waits out the dead one's.
 	k.courier = startCourier(k.t, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms",
-		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms", "--kubeconfig="+k.proxy.kubeconfig(k.t, courierIdentity()))
+		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms", "--compat=replicator",
+		"--kubeconfig="+k.proxy.kubeconfig(k.t, courierIdentity()))
 	k.courier.WaitLeader(k.t.Context())
 	// Leading is reported before the workers start: take the baseline once
 	// two samples half a second apart agree.
@@ -245,6 +255,7 @@ func (k *soak) step(bystanders map[string]string) {
 			k.did("delete namespace", k.live[i])
 			_ = admin().CoreV1().Namespaces().Delete(ctx, k.live[i], metav1.DeleteOptions{})
 			delete(k.apps, k.live[i])
+			delete(k.pulls, k.live[i])
 			k.live = slices.Delete(k.live, i, i+1)
 		}
 	case op < 52:
@@ -296,10 +307,52 @@ func (k *soak) step(bystanders map[string]string) {
 			k.apps[ns] = k.changes[ns]
 			createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "alpha", "k")}, nil, nil))
 		}
+	case op < 84:
+		// beta's keys or copied labels change: every replica follows.
+		if k.rng.IntN(2) == 0 {
+			k.betaKeys = !k.betaKeys
+			k.did(fmt.Sprintf("beta replicate-keys k: %v", k.betaKeys), k.src)
+		} else {
+			k.betaCopy = !k.betaCopy
+			k.did(fmt.Sprintf("beta copy-labels tier: %v", k.betaCopy), k.src)
+		}
+		keys, copied := k.betaKeys, k.betaCopy
+		updateOnConflict(t, "beta's annotations", func(ctx context.Context) error {
+			s, err := getSecret(ctx, k.src, "beta")
+			if err != nil {
+				return err
+			}
+			delete(s.Annotations, "courier.dev/replicate-keys")
+			delete(s.Annotations, "courier.dev/copy-labels")
+			if keys {
+				s.Annotations["courier.dev/replicate-keys"] = "k"
+			}
+			if copied {
+				s.Annotations["courier.dev/copy-labels"] = "tier"
+			}
+			_, err = admin().CoreV1().Secrets(k.src).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		})
 	case op < 86:
+		ns := k.pick()
+		if !k.pulls[ns] && !k.holdsBystander(ns, bystanders) {
+			k.did("create a pull of alpha", ns)
+			k.pulls[ns] = true
+			createSecret(t, ns, "pulled", withAnnotation("replicator.v1.mittwald.de/replicate-from", k.src+"/alpha"), withLabel("owner", "tenant"))
+			break
+		}
+		// At most 4 edits a minute, as for replicas.
+		recent := slices.DeleteFunc(k.pullEdits, func(at time.Time) bool { return time.Since(at) > 70*time.Second })
+		if k.pulls[ns] && len(recent) < 4 {
+			k.did("edit the pull's content", ns)
+			if ok, _ := editSecret(ns, "pulled", "k", "tampered")(ctx); ok {
+				k.pullEdits = append(recent, time.Now())
+			}
+		}
+	case op < 88:
 		k.did("delete protected source gamma", k.src)
 		_ = admin().CoreV1().Secrets(k.src).Delete(ctx, "gamma", metav1.DeleteOptions{})
-	case op < 90:
+	case op < 91:
 		k.did("cut courier's watches", "")
 		chaos.perturbations.Add(1)
 		k.proxy.cutWatches()
@@ -376,12 +429,32 @@ func (k *soak) converged(ctx context.Context) (bool, error) {
 			case bystander:
 				// a squatter: courier must leave it, checked by resourceVersion
 			case selector.Matches(labels.Set(n.Labels)):
-				if !isReplica || !equalData(got.Data, src.Data) {
+				want := src.Data
+				if name == "beta" && k.betaKeys {
+					want = map[string][]byte{"k": src.Data["k"]}
+				}
+				if !isReplica || !equalData(got.Data, want) {
+					return false, nil
+				}
+				if name == "beta" && (got.Labels["tier"] == "gold") != k.betaCopy {
 					return false, nil
 				}
 			case got != nil:
 				return false, nil // a replica where none is targeted
 			}
+		}
+	}
+	alpha, err := getSecret(ctx, k.src, "alpha")
+	if err != nil {
+		return false, err
+	}
+	for ns := range k.pulls {
+		got, err := getSecret(ctx, ns, "pulled")
+		if err != nil {
+			return false, err
+		}
+		if !equalData(got.Data, alpha.Data) || got.Labels["owner"] != "tenant" {
+			return false, nil
 		}
 	}
 	return true, nil
