@@ -66,7 +66,7 @@ type soak struct {
 	every     []string        // every namespace the test made
 	betaKeys  bool            // beta's replicas hold only its key k (replicate-keys)
 	betaCopy  bool            // beta's replicas carry its label tier (copy-labels)
-	pulls     map[string]bool // namespaces holding "pulled", which pulls alpha
+	pulls     map[string]bool // namespaces holding "puller", which pulls alpha
 	pullEdits []time.Time
 	trace     []string // the operations, in order, with their time
 	began     time.Time
@@ -120,7 +120,7 @@ func TestSoak(t *testing.T) {
 				withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
 				withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", "soak-.*"))
 		case "beta": // a second key, and a label to copy
-			opts = append(opts, withData("k2", "second"), withLabel("tier", "gold"))
+			opts = append(opts, withData("k2", "second-"+k.id), withLabel("tier", "gold"))
 		case "gamma":
 			opts = append(opts, withLabel("courier.dev/protect", "true"))
 		}
@@ -338,14 +338,14 @@ func (k *soak) step(bystanders map[string]string) {
 		if !k.pulls[ns] && !k.holdsBystander(ns, bystanders) {
 			k.did("create a pull of alpha", ns)
 			k.pulls[ns] = true
-			createSecret(t, ns, "pulled", withAnnotation("replicator.v1.mittwald.de/replicate-from", k.src+"/alpha"), withLabel("owner", "tenant"))
+			createSecret(t, ns, "puller", withAnnotation("replicator.v1.mittwald.de/replicate-from", k.src+"/alpha"), withLabel("owner", "tenant"))
 			break
 		}
 		// At most 4 edits a minute, as for replicas.
 		recent := slices.DeleteFunc(k.pullEdits, func(at time.Time) bool { return time.Since(at) > 70*time.Second })
 		if k.pulls[ns] && len(recent) < 4 {
 			k.did("edit the pull's content", ns)
-			if ok, _ := editSecret(ns, "pulled", "k", "tampered")(ctx); ok {
+			if ok, _ := editSecret(ns, "puller", "k", "tampered")(ctx); ok {
 				k.pullEdits = append(recent, time.Now())
 			}
 		}
@@ -449,7 +449,7 @@ func (k *soak) converged(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	for ns := range k.pulls {
-		got, err := getSecret(ctx, ns, "pulled")
+		got, err := getSecret(ctx, ns, "puller")
 		if err != nil {
 			return false, err
 		}

@@ -236,8 +236,8 @@ func (o *object) optedInJob() bool {
 	return false
 }
 
-// changedBeyond is where a and b differ beyond what courier may write
-// (nothing: they do not): the API server's own fields and status are
+// changedBeyond lists where a and b differ beyond what courier may write
+// (none when they do not): the API server's own fields and status are
 // ignored, and so is every annotation under courier.dev/ (and, with
 // content, the data).
 func changedBeyond(a, b *object, content bool) []string {
@@ -284,7 +284,8 @@ func strip(v any, content bool) any {
 				}
 			case "annotations":
 				as := map[string]any{}
-				for ak, av := range x.(map[string]any) {
+				all, _ := x.(map[string]any) // null: none
+				for ak, av := range all {
 					if !strings.HasPrefix(ak, "courier.dev/") {
 						as[ak] = av
 					}
