@@ -61,6 +61,22 @@ func (r *crashRun) value(name, v string) string {
 	return v
 }
 
+// targets makes a namespace per value, labelled crash-<id>=value, and
+// returns the label's key and the namespaces.
+func (r *crashRun) targets(t *testing.T, values ...string) (label string, nss []string) {
+	t.Helper()
+	label = "crash-" + r.id
+	for _, v := range values {
+		nss = append(nss, newNamespace(t, "crash-to", map[string]string{label: v}))
+	}
+	return label, nss
+}
+
+// data is Secret name's data as the scenario last wrote it.
+func (r *crashRun) data(name string) map[string][]byte {
+	return map[string][]byte{"k": []byte(r.values[name])}
+}
+
 // crashBound is how long courier has, after a crash, to finish what the
 // user asked: the dead leader's Lease expiring (crashLease) and then the
 // spec's one second per step, with slack for the race detector.
@@ -225,11 +241,7 @@ func replicateScenario() crashScenario {
 	return crashScenario{
 		name: "a source to three namespaces",
 		setup: func(t *testing.T, r *crashRun) []string {
-			label := "crash-" + r.id
-			var nss []string
-			for range 3 {
-				nss = append(nss, newNamespace(t, "crash-to", map[string]string{label: "yes"}))
-			}
+			label, nss := r.targets(t, "yes", "yes", "yes")
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label), withData("k", r.value("src", "v-"+r.id)))
 			return nss
 		},
@@ -246,17 +258,15 @@ func protectedScenario() crashScenario {
 	return crashScenario{
 		name: "a protected source deleted and restored",
 		setup: func(t *testing.T, r *crashRun) []string {
-			label := "crash-" + r.id
-			a := newNamespace(t, "crash-to", map[string]string{label: "yes"})
-			b := newNamespace(t, "crash-to", map[string]string{label: "yes"})
+			label, nss := r.targets(t, "yes", "yes")
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label),
 				withLabel("courier.dev/protect", "true"), withData("k", r.value("src", "p-"+r.id)))
-			return []string{a, b}
+			return nss
 		},
 		steps: []crashStep{
 			func(t *testing.T, r *crashRun) condition {
 				return allOf(replicasIn(r, "src", r.namespaces[:2]),
-					secretIn(r.courierNS, "courier-backup.src", map[string][]byte{"k": []byte(r.values["src"])}))
+					secretIn(r.courierNS, "courier-backup.src", r.data("src")))
 			},
 			func(t *testing.T, r *crashRun) condition {
 				deleteSecret(t, r.courierNS, "src")
@@ -264,7 +274,7 @@ func protectedScenario() crashScenario {
 			},
 		},
 		settled: func(r *crashRun) condition {
-			return allOf(secretIn(r.courierNS, "src", map[string][]byte{"k": []byte(r.values["src"])}),
+			return allOf(secretIn(r.courierNS, "src", r.data("src")),
 				replicasIn(r, "src", r.namespaces[:2]))
 		},
 	}
@@ -277,16 +287,14 @@ func conflictScenario() crashScenario {
 	return crashScenario{
 		name: "a source whose name is taken in one target",
 		setup: func(t *testing.T, r *crashRun) []string {
-			label := "crash-" + r.id
-			a := newNamespace(t, "crash-to", map[string]string{label: "yes"})
-			b := newNamespace(t, "crash-to", map[string]string{label: "yes"})
-			createSecret(t, b, "src", withData("k", r.value("mine", "m-"+r.id)))
+			label, nss := r.targets(t, "yes", "yes")
+			createSecret(t, nss[1], "src", withData("k", r.value("mine", "m-"+r.id)))
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label), withData("k", r.value("src", "c-"+r.id)))
-			return []string{a, b}
+			return nss
 		},
 		settled: func(r *crashRun) condition {
 			return allOf(replicasIn(r, "src", r.namespaces[:1]),
-				secretIn(r.namespaces[1], "src", map[string][]byte{"k": []byte(r.values["mine"])}),
+				secretIn(r.namespaces[1], "src", r.data("mine")),
 				eventWith(r.courierNS, "src", "ReplicaConflict", r.namespaces[1]))
 		},
 	}
@@ -342,12 +350,9 @@ func relabelScenario() crashScenario {
 	return crashScenario{
 		name: "a relabel that adds one target and removes another",
 		setup: func(t *testing.T, r *crashRun) []string {
-			label := "crash-" + r.id
-			a := newNamespace(t, "crash-to", map[string]string{label: "yes"})
-			b := newNamespace(t, "crash-to", map[string]string{label: "no"})
-			c := newNamespace(t, "crash-to", map[string]string{label: "yes"})
+			label, nss := r.targets(t, "yes", "no", "yes")
 			createSecret(t, r.courierNS, "src", withAnnotation("courier.dev/replicate-to", label+"=yes"), withData("k", r.value("src", "l-"+r.id)))
-			return []string{a, b, c}
+			return nss
 		},
 		steps: []crashStep{
 			func(t *testing.T, r *crashRun) condition {
@@ -381,7 +386,7 @@ func pullScenario() crashScenario {
 		},
 		steps: []crashStep{
 			func(t *testing.T, r *crashRun) condition {
-				return secretIn(r.namespaces[0], "dst", map[string][]byte{"k": []byte(r.values["src"])})
+				return secretIn(r.namespaces[0], "dst", r.data("src"))
 			},
 			func(t *testing.T, r *crashRun) condition {
 				v := r.value("src", "u2-"+r.id)
@@ -390,7 +395,7 @@ func pullScenario() crashScenario {
 			},
 		},
 		settled: func(r *crashRun) condition {
-			return allOf(secretIn(r.namespaces[0], "dst", map[string][]byte{"k": []byte(r.values["src"])}),
+			return allOf(secretIn(r.namespaces[0], "dst", r.data("src")),
 				func(ctx context.Context) (bool, error) {
 					s, err := getSecret(ctx, r.namespaces[0], "dst")
 					return err == nil && s.Labels["team"] == "pay", err
@@ -422,7 +427,7 @@ func leads(ctx context.Context, procs []*courierProcess) (bool, error) {
 func replicasIn(r *crashRun, name string, nss []string) condition {
 	var conds []condition
 	for _, ns := range nss {
-		conds = append(conds, secretIn(ns, name, map[string][]byte{"k": []byte(r.values[name])}))
+		conds = append(conds, secretIn(ns, name, r.data(name)))
 	}
 	return allOf(conds...)
 }
