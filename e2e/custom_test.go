@@ -350,12 +350,7 @@ func eachPermissionUsed(t *testing.T, extra []permission, item string, create fu
 	createSecret(t, ns, "db", withData("password", "1"))
 	for i, p := range extra {
 		t.Run(p.String(), func(t *testing.T) {
-			var rules []rbacv1.PolicyRule
-			for _, q := range extra {
-				if q.String() != p.String() {
-					rules = append(rules, q.rule())
-				}
-			}
+			rules := rulesWithout(extra, p)
 			var envs []string
 			if p.verb == "list" {
 				envs = []string{"KUBE_FEATURE_WatchListClient=false"}

@@ -53,17 +53,26 @@ func permissions(rules []rbacv1.PolicyRule, leader bool) []permission {
 
 // without is the RBAC of manifests/ minus drop.
 func without(all []permission, drop permission) manifestRBAC {
-	r := manifestRBAC{cluster: []rbacv1.PolicyRule{}, leader: []rbacv1.PolicyRule{}}
+	var cluster, leader []permission
 	for _, p := range all {
-		switch {
-		case p.String() == drop.String() && p.leader == drop.leader:
-		case p.leader:
-			r.leader = append(r.leader, p.rule())
-		default:
-			r.cluster = append(r.cluster, p.rule())
+		if p.leader {
+			leader = append(leader, p)
+		} else {
+			cluster = append(cluster, p)
 		}
 	}
-	return r
+	return manifestRBAC{cluster: rulesWithout(cluster, drop), leader: rulesWithout(leader, drop)}
+}
+
+// rulesWithout is all as rules, but drop.
+func rulesWithout(all []permission, drop permission) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{}
+	for _, p := range all {
+		if p.String() != drop.String() || p.leader != drop.leader {
+			rules = append(rules, p.rule())
+		}
+	}
+	return rules
 }
 
 // TestRBACIsMinimal runs the same probe of everything courier does as the

@@ -113,12 +113,7 @@ func TestNamespaceScopedRBACIsMinimal(t *testing.T) {
 	all := permissions(scopedRules(t), false)
 	for i, p := range all {
 		t.Run(p.String(), func(t *testing.T) {
-			var rules []rbacv1.PolicyRule
-			for _, q := range all {
-				if q.String() != p.String() {
-					rules = append(rules, q.rule())
-				}
-			}
+			rules := rulesWithout(all, p)
 			tid := testID()
 			src := newNamespace(t, "scoped-src", nil)
 			dst := newNamespace(t, "scoped-dst", map[string]string{"test": tid})
