@@ -70,9 +70,9 @@ test: check
 	$(MAKE) bench-smoke
 	$(MAKE) test-compat-smoke
 
-## unit: unit tests with the race detector (courier's packages, the release tools and bench-scale's verdicts)
+## unit: unit tests with the race detector (courier's packages, the fault campaign's oracle, the bench's repetition rules, the release tools and bench-scale's verdicts)
 unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -race -count=1 $(UNIT_PKGS) ./e2e/oracle ./e2e/bench
 	cd release && $(GO) test -race -count=1 ./...
 	cd e2e/bench/scale && $(GO) test -race -count=1 ./...
 
