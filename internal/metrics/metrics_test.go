@@ -103,3 +103,18 @@ func TestZeroExportsEveryCombination(t *testing.T) {
 		t.Fatalf("series starts at %g, want 0", got)
 	}
 }
+
+// TestRegistryExportsGCCPU: the garbage collector's CPU is exported, so a
+// tight GOMEMLIMIT's cost shows (e2e/bench reads it as the GC share).
+func TestRegistryExportsGCCPU(t *testing.T) {
+	mfs, err := NewRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "go_cpu_classes_gc_total_cpu_seconds_total" {
+			return
+		}
+	}
+	t.Error("no go_cpu_classes_gc_total_cpu_seconds_total")
+}

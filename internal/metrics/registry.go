@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"regexp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -11,8 +13,10 @@ import (
 const Namespace = "courier"
 
 // NewRegistry returns a private registry with the Go runtime and process
-// collectors, so /metrics shows memory and CPU beside courier's own series,
-// and courier_build_info, which says which courier it is.
+// collectors, so /metrics shows memory and CPU beside courier's own series
+// (go_cpu_classes_gc_total_cpu_seconds_total too: the CPU the garbage
+// collector takes, the price of a tight GOMEMLIMIT), and courier_build_info,
+// which says which courier it is.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -22,7 +26,8 @@ func NewRegistry() *prometheus.Registry {
 	info := version.Get()
 	build.WithLabelValues(info.Version, info.Revision, info.GoVersion).Set(1)
 	reg.MustRegister(
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/total:cpu-seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build,
 	)
