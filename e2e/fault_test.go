@@ -232,15 +232,7 @@ func TestControlPlaneRestartsAreSurvived(t *testing.T) {
 func TestRejectedWriteGivesAnEventAndTheRestContinues(t *testing.T) {
 	s := setupReplication(t)
 	ok1, full, ok2 := s.target(t, "ok", nil), s.target(t, "full", nil), s.target(t, "ok", nil)
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceSecrets: resource.MustParse("0")}}}
-	if _, err := admin().CoreV1().ResourceQuotas(full).Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, converge, "quota in force", func(ctx context.Context) (bool, error) {
-		q, err := admin().CoreV1().ResourceQuotas(full).Get(ctx, "no-secrets", metav1.GetOptions{})
-		return err == nil && q.Status.Hard != nil, err
-	})
+	noSecretsAllowed(t, full)
 	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
 	want := map[string][]byte{"k": []byte("v")}
 	for _, ns := range []string{ok1, ok2} {

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const keyProtect = "courier.dev/protect"
@@ -144,4 +147,42 @@ func TestOneSourceChangeIsExactlyOneWritePerReplica(t *testing.T) {
 		t.Errorf("secret writes for one source change to %d replicas = %v, want %v", len(targets), got, want)
 	}
 	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_replicator_writes_total{kind="Secret",operation="update"}`: float64(len(targets))})
+}
+
+// SPEC (Guard, Detection): a protected source whose restore is refused (an
+// admission policy here; a quota or a missing permission alike) gets a
+// RestoreFailed Warning on its backup and is retried every 5 s at most, not
+// at a backoff grown towards a minute: once the refusal ends it is back
+// within seconds, however long the refusal lasted.
+func TestARefusedRestoreFollowsSoonAfterTheRefusalEnds(t *testing.T) {
+	s := setupReplication(t)
+	createSecret(t, s.src, "kept", withLabel(keyProtect, "true"), withData("k", "v"))
+	eventually(t, converge, "the guard backed up the protected source", func(ctx context.Context) (bool, error) {
+		_, err := getSecret(ctx, s.src, "courier-backup.kept")
+		return err == nil, nil
+	})
+	lift := refuse(t, "no-kept-"+s.id, s.src, admissionv1.Create, admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
+		"object.metadata.name != 'kept'", "no Secret named kept here for now", func(ctx context.Context) error {
+			_, err := admin().CoreV1().Secrets(s.src).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kept"}},
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if apierrors.IsAlreadyExists(err) {
+				return nil // admitted: the name is taken, not refused
+			}
+			return err
+		})
+	deleteSecret(t, s.src, "kept")
+	// Refused for 30 s: a backoff doubling from 100 ms without a low cap
+	// would have its next try about 20 s after the refusal ends.
+	consistently(t, 30*time.Second, "the restore stays refused", func(ctx context.Context) (bool, error) {
+		_, err := getSecret(ctx, s.src, "kept")
+		return apierrors.IsNotFound(err), nil
+	})
+	eventually(t, converge, "a RestoreFailed Warning on the backup, with the API server's answer",
+		eventWith(s.src, "courier-backup.kept", "RestoreFailed", "no Secret named kept here for now", "retries every 5 s"))
+	lift()
+	lifted := time.Now()
+	eventually(t, 30*time.Second, "restored once the refusal ended", secretIn(s.src, "kept", map[string][]byte{"k": []byte("v")}))
+	if took := time.Since(lifted); took > 7*time.Second {
+		t.Errorf("restored %s after the refusal ended; want within 7 s (retries every 5 s)", took.Round(100*time.Millisecond))
+	}
 }

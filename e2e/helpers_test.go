@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // converge is how long a test waits for courier to converge. SPEC.md asks
@@ -324,4 +327,73 @@ func linesWith(text, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// refuse makes the API server refuse op on rule's resources in ns unless
+// expression holds (a ValidatingAdmissionPolicy and its binding, named
+// name, deleted when the test ends), and waits until probe, a dry run of
+// such a request, is refused with message. It returns what lifts the
+// refusal and waits until probe passes.
+func refuse(t *testing.T, name, ns string, op admissionv1.OperationType, rule admissionv1.Rule, expression, message string, probe func(context.Context) error) (lift func()) {
+	t.Helper()
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{op}, Rule: rule},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: expression, Message: message}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		},
+	}
+	vap := admin().AdmissionregistrationV1()
+	if _, err := vap.ValidatingAdmissionPolicies().Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = vap.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if _, err := vap.ValidatingAdmissionPolicyBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = vap.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	eventually(t, converge, "the policy "+name+" refuses", func(ctx context.Context) (bool, error) {
+		err := probe(ctx)
+		return err != nil && strings.Contains(err.Error(), message), nil
+	})
+	return func() {
+		t.Helper()
+		if err := vap.ValidatingAdmissionPolicyBindings().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, converge, "the policy "+name+" lifted", func(ctx context.Context) (bool, error) {
+			return probe(ctx) == nil, nil
+		})
+	}
+}
+
+// noSecretsAllowed puts a ResourceQuota of no Secrets in ns and waits until
+// the API server enforces it.
+func noSecretsAllowed(t *testing.T, ns string) {
+	t.Helper()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceSecrets: resource.MustParse("0")}}}
+	if _, err := admin().CoreV1().ResourceQuotas(ns).Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, converge, "quota in force in "+ns, func(ctx context.Context) (bool, error) {
+		q, err := admin().CoreV1().ResourceQuotas(ns).Get(ctx, "no-secrets", metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, err
+	})
 }

@@ -94,10 +94,14 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		},
 		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
-		// Backoff per source: 100 ms doubling to 1 min; a backup or restore
-		// that keeps failing (quota, policy) keeps being retried, never dropped.
+		// Backoff per source: 100 ms doubling to 5 s; a backup or restore
+		// that keeps failing (quota, policy, an API server down) keeps being
+		// retried, never dropped, and a deleted source is back within 5 s
+		// of the failure's end however long it lasted (at a minute's cap it
+		// waited up to a minute more). A few protected sources retried
+		// every 5 s cost the API server nothing.
 		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, time.Minute),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
 		restored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "sources_restored_total",
@@ -353,6 +357,9 @@ func (c *Controller) restore(ctx context.Context, k key, backup *view) error {
 		return nil // someone recreated it: the next sync backs it up
 	}
 	if err != nil {
+		c.recorder.Event(backup.obj, corev1.EventTypeWarning, wellknown.ReasonRestoreFailed, fmt.Sprintf(
+			"protected source %s/%s is deleted and the API server refused to create it again from this backup: %v; courier retries every 5 s: lift what refuses it (a quota, an admission policy, courier's permission to create it)",
+			k.Namespace, k.Name, err))
 		return fmt.Errorf("restore %s: %w", k, err)
 	}
 	c.restored.WithLabelValues(k.Kind).Inc()

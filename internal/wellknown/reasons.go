@@ -50,6 +50,11 @@ const (
 	// is taken by an object courier did not make, so it has no backup.
 	// Rename or delete that object.
 	ReasonBackupBlocked = "BackupBlocked"
+	// ReasonRestoreFailed (Warning, on a protected source's backup): the
+	// source is deleted and the API server refused to create it again (a
+	// quota, an admission policy, a missing permission); courier retries
+	// every 5 s. The message has the API server's answer.
+	ReasonRestoreFailed = "RestoreFailed"
 	// ReasonReloaded (Normal, on a workload): courier rolled it out; the
 	// message names the input that changed.
 	ReasonReloaded = "Reloaded"
