@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
@@ -121,14 +120,14 @@ func dashboardQueries(t *testing.T, job, rateInterval string) map[string][]strin
 
 // prometheus is a Prometheus server started by a test.
 type prometheus struct {
-	url string
-	cmd *exec.Cmd
+	url, config, rules string
+	cmd                *exec.Cmd
 }
 
-// startPrometheus runs Prometheus on loopback, scraping courier every second
-// as job courier-metrics (the job the ServiceMonitor gives) and evaluating
-// the alert rules.
-func startPrometheus(t *testing.T, target, rules string) *prometheus {
+// startPrometheus runs Prometheus on loopback, scraping the targets (courier
+// processes' metrics addresses) every second as job courier-metrics (the job
+// the ServiceMonitor gives) and evaluating the alert rules every second.
+func startPrometheus(t *testing.T, rules string, targets ...string) *prometheus {
 	t.Helper()
 	bin := promTool(t, "prometheus")
 	dir := t.TempDir()
@@ -136,21 +135,9 @@ func startPrometheus(t *testing.T, target, rules string) *prometheus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-scrape_configs:
-  - job_name: courier-metrics
-    static_configs:
-      - targets: [%q]
-`, rules, target)
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := &prometheus{url: "http://127.0.0.1:" + strconv.Itoa(port)}
-	p.cmd = exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	p := &prometheus{url: "http://127.0.0.1:" + strconv.Itoa(port), config: filepath.Join(dir, "prometheus.yml"), rules: rules}
+	p.writeConfig(t, targets)
+	p.cmd = exec.Command(bin, "--config.file="+p.config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address=127.0.0.1:"+strconv.Itoa(port), "--log.level=warn")
 	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
@@ -178,7 +165,51 @@ scrape_configs:
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
+	p.waitUp(t, targets)
 	return p
+}
+
+func (p *prometheus) writeConfig(t *testing.T, targets []string) {
+	t.Helper()
+	quoted := make([]string, len(targets))
+	for i, tg := range targets {
+		quoted[i] = strconv.Quote(tg)
+	}
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+scrape_configs:
+  - job_name: courier-metrics
+    static_configs:
+      - targets: [%s]
+`, p.rules, strings.Join(quoted, ", "))
+	if err := os.WriteFile(p.config, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scrape makes Prometheus scrape these targets from now on (its
+// configuration reloaded on SIGHUP) and waits until it has.
+func (p *prometheus) scrape(t *testing.T, targets ...string) {
+	t.Helper()
+	p.writeConfig(t, targets)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitUp(t, targets)
+}
+
+// waitUp waits until Prometheus has scraped each target once: rate() sees
+// only increases between two scrapes.
+func (p *prometheus) waitUp(t *testing.T, targets []string) {
+	t.Helper()
+	for _, tg := range targets {
+		eventually(t, 30*time.Second, "prometheus scraped "+tg, func(ctx context.Context) (bool, error) {
+			v, err := p.query(ctx, fmt.Sprintf(`up{job="courier-metrics", instance=%q} == 1`, tg))
+			return len(v) == 1, err
+		})
+	}
 }
 
 // api GETs a Prometheus HTTP API path and decodes its data into out.
@@ -206,87 +237,93 @@ func (p *prometheus) api(ctx context.Context, path string, params url.Values, ou
 	return json.Unmarshal(body.Data, out)
 }
 
-// query runs an instant query and returns its sample values.
-func (p *prometheus) query(ctx context.Context, q string) ([]float64, error) {
+// sample is one series of an instant query's answer.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// samples runs an instant query.
+func (p *prometheus) samples(ctx context.Context, q string) ([]sample, error) {
 	var data struct {
 		Result []struct {
-			Value [2]any `json:"value"`
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
 		} `json:"result"`
 	}
 	if err := p.api(ctx, "/api/v1/query", url.Values{"query": {q}}, &data); err != nil {
 		return nil, err
 	}
-	var out []float64
+	var out []sample
 	for _, r := range data.Result {
 		s, _ := r.Value[1].(string)
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		out = append(out, sample{r.Metric, v})
 	}
 	return out, nil
 }
 
-// TestDashboardQueriesReturnData scrapes courier with a real Prometheus
-// while a scripted workload makes courier do each thing the dashboard shows
-// (replicate, update, conflict, revert, back off, restore, reload, reject a
-// selector), then runs every panel's query: each must return at least one
-// number. The alert rules are loaded too and must all evaluate.
-func TestDashboardQueriesReturnData(t *testing.T) {
-	s := setupReplication(t, "--reload-debounce=200ms")
-	rules := writeAlertRules(t, t.TempDir())
-	prom := startPrometheus(t, s.courier.addr, rules)
-	// rate() sees only increases between two scrapes: start after the first.
-	eventually(t, 30*time.Second, "prometheus scraped courier", func(ctx context.Context) (bool, error) {
-		v, err := prom.query(ctx, `up{job="courier-metrics"} == 1`)
-		return len(v) == 1, err
-	})
+// query runs an instant query and returns its sample values.
+func (p *prometheus) query(ctx context.Context, q string) ([]float64, error) {
+	ss, err := p.samples(ctx, q)
+	var out []float64
+	for _, s := range ss {
+		out = append(out, s.value)
+	}
+	return out, err
+}
 
-	a := s.target(t, "a", nil)
-	blocked := s.target(t, "blocked", nil)
-	createSecret(t, blocked, "app", withData("mine", "x"))
-	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("k", "1"))
-	createDeployment(t, a, "web", nil, podSpec([]corev1.EnvVar{keyRef("secret", "app", "k")}, nil, nil))
-	eventually(t, converge, "replica", secretIn(a, "app", map[string][]byte{"k": []byte("1")}))
-	before := settled(t, a, "web")
-	updateSecret(t, s.src, "app", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
-	rolledOutOnce(t, a, "web", before, "secret/app")
-	for i := range 6 { // one more than the revert budget: five reverted, then contested
-		updateSecret(t, a, "app", func(x *corev1.Secret) { x.Data["k"] = []byte(fmt.Sprint("edit-", i)) })
-		if i < 5 {
-			eventually(t, converge, fmt.Sprintf("edit %d reverted", i+1), secretIn(a, "app", map[string][]byte{"k": []byte("2")}))
+// value is the value of the one series of q's answer whose labels include
+// labels; NaN when there is none (no data is no movement).
+func (p *prometheus) value(ctx context.Context, q string, labels map[string]string) (float64, error) {
+	ss, err := p.samples(ctx, q)
+	if err != nil {
+		return math.NaN(), err
+	}
+	found := math.NaN()
+	for _, s := range ss {
+		match := true
+		for k, v := range labels {
+			match = match && s.labels[k] == v
+		}
+		if match {
+			if !math.IsNaN(found) {
+				return math.NaN(), fmt.Errorf("%s: more than one series with %v", q, labels)
+			}
+			found = s.value
 		}
 	}
-	createSecret(t, s.src, "kept", withLabel(keyProtect, "true"), withData("k", "v"))
-	eventually(t, converge, "the guard backed up the protected source", func(ctx context.Context) (bool, error) {
-		_, err := getSecret(ctx, s.src, "courier-backup.kept")
-		return err == nil, nil
-	})
-	deleteSecret(t, s.src, "kept")
-	eventually(t, converge, "protected source restored", secretIn(s.src, "kept", map[string][]byte{"k": []byte("v")}))
-	createSecret(t, s.src, "broken", withAnnotation(keyReplicateTo, "(("))
-	s.courier.WaitMetricsExactly(t.Context(), map[string]float64{`courier_guard_replicas_contested_total{kind="Secret"}`: 1})
-	time.Sleep(3 * time.Second) // a few scrapes after the last event
+	return found, nil
+}
 
-	for title, queries := range dashboardQueries(t, "courier-metrics", "1m") {
-		for _, q := range queries {
-			vals, err := prom.query(t.Context(), q)
-			numbers := 0
-			for _, v := range vals {
-				if !math.IsNaN(v) {
-					numbers++
-				}
-			}
-			if err != nil || numbers == 0 {
-				t.Errorf("panel %q: query %s returned %v (%v)", title, q, vals, err)
-				continue
-			}
-			t.Logf("panel %q: %s → %v", title, q, vals)
+// alertState is "pending", "firing", or "" when the alert is not active.
+func (p *prometheus) alertState(ctx context.Context, name string) (string, error) {
+	var data struct {
+		Alerts []struct {
+			Labels map[string]string `json:"labels"`
+			State  string            `json:"state"`
+		} `json:"alerts"`
+	}
+	if err := p.api(ctx, "/api/v1/alerts", nil, &data); err != nil {
+		return "", err
+	}
+	state := ""
+	for _, a := range data.Alerts {
+		if a.Labels["alertname"] == name && (state == "" || a.State == "firing") {
+			state = a.State
 		}
 	}
+	return state, nil
+}
 
-	var rulesData struct {
+// alertRules is the name of every alert rule Prometheus loaded; each must
+// evaluate without error.
+func (p *prometheus) alertRules(t *testing.T) []string {
+	t.Helper()
+	var data struct {
 		Groups []struct {
 			Rules []struct {
 				Name      string `json:"name"`
@@ -295,19 +332,20 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			} `json:"rules"`
 		} `json:"groups"`
 	}
-	if err := prom.api(t.Context(), "/api/v1/rules", nil, &rulesData); err != nil {
+	if err := p.api(t.Context(), "/api/v1/rules", nil, &data); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, g := range rulesData.Groups {
+	var names []string
+	for _, g := range data.Groups {
 		for _, r := range g.Rules {
-			n++
+			names = append(names, r.Name)
 			if r.Health != "ok" {
 				t.Errorf("alert rule %s: health %q, %s", r.Name, r.Health, r.LastError)
 			}
 		}
 	}
-	if n == 0 {
-		t.Error("Prometheus loaded no alert rules")
+	if len(names) == 0 {
+		t.Fatal("Prometheus loaded no alert rules")
 	}
+	return names
 }
