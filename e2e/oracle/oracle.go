@@ -30,9 +30,12 @@ import (
 // and for Namespaces (their labels decide where replicas belong),
 // the metadata of every other write (courier writing anything else is a
 // violation), and nothing for reads or the fake node's pod and node churn.
+// A request's RequestReceived stage is kept too: one that never completes
+// (kube-apiserver killed while etcd may have applied it) is a write whose
+// outcome the log cannot tell.
 const Policy = `apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: [RequestReceived, ResponseStarted]
+omitStages: [ResponseStarted]
 rules:
 - level: None
   verbs: [get, list, watch]
@@ -93,13 +96,24 @@ func (e Event) Username() string {
 	return e.User.Username
 }
 
-// Write reports whether e is a write that succeeded.
-func (e Event) Write() bool {
+func (e Event) writeVerb() bool {
 	switch e.Verb {
 	case "create", "update", "patch", "delete", "deletecollection":
-		return e.Status != nil && e.Status.Code/100 == 2 && e.Ref != nil
+		return e.Ref != nil
 	}
 	return false
+}
+
+// Write reports whether e is a write that succeeded.
+func (e Event) Write() bool {
+	return e.writeVerb() && e.Status != nil && e.Status.Code/100 == 2
+}
+
+// Uncertain reports whether e is a write whose outcome the log cannot tell:
+// it never completed (kube-apiserver stopped first) or failed with a server
+// error (etcd killed or timing out): etcd may have applied it all the same.
+func (e Event) Uncertain() bool {
+	return e.writeVerb() && (e.Stage == "RequestReceived" || e.Status != nil && e.Status.Code >= 500)
 }
 
 // String names the request, for a violation.
@@ -108,9 +122,11 @@ func (e Event) String() string {
 }
 
 // Read parses an audit log (one JSON event per line), keeping the
-// ResponseComplete events.
+// ResponseComplete events, and in its place the RequestReceived event of a
+// write that never completed.
 func Read(r io.Reader) ([]Event, error) {
-	var out []Event
+	var all []Event
+	done := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -121,10 +137,19 @@ func Read(r io.Reader) ([]Event, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
 		}
-		if e.Stage == "ResponseComplete" {
-			out = append(out, e)
+		switch e.Stage {
+		case "ResponseComplete", "Panic":
+			done[e.AuditID] = true
+			all = append(all, e)
+		case "RequestReceived":
+			if e.writeVerb() {
+				all = append(all, e)
+			}
 		}
 	}
+	out := slices.DeleteFunc(all, func(e Event) bool {
+		return e.Stage == "Panic" || e.Stage == "RequestReceived" && done[e.AuditID]
+	})
 	return out, sc.Err()
 }
 
@@ -141,8 +166,40 @@ type Scope struct {
 	// Values are Secret values that must appear in no Event.
 	Values []string
 	// ProtectedGap bounds how long a protected source may stay deleted
-	// before courier restores it.
+	// before courier restores it, counting only the time outside Outages;
+	// 0 checks nothing (another scope of the same run checks it).
 	ProtectedGap time.Duration
+	// Outages are spans when the test had the API server down (restarted
+	// it, or etcd): no controller can restore anything then.
+	Outages []Span
+}
+
+// Span is a time span.
+type Span struct{ From, To time.Time }
+
+// serving is how much of [from, to] lies outside s.Outages.
+func (s Scope) serving(from, to time.Time) time.Duration {
+	d := to.Sub(from)
+	for _, o := range s.Outages {
+		if a, b := maxTime(from, o.From), minTime(to, o.To); b.After(a) {
+			d -= b.Sub(a)
+		}
+	}
+	return d
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // Violation is one broken rule, named with the request that broke it.
@@ -330,12 +387,32 @@ var workloads = map[string]bool{"deployments": true, "statefulsets": true, "daem
 // the spec does not allow, and every protected source left deleted longer
 // than s.ProtectedGap (end is when the scenario was judged).
 func Check(events []Event, s Scope, end time.Time) []Violation {
+	vs, _ := CheckAll(events, s, end)
+	return vs
+}
+
+// CheckAll is Check, and also returns courier's writes it could not judge:
+// writes to an object whose state an uncertain write (Event.Uncertain)
+// left unknown, until a write with a known outcome makes it known again.
+func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 	state := map[key]*object{}
-	gone := map[key]goneSource{} // protected sources deleted
+	unknown := map[key]bool{}        // objects an uncertain write may have changed
+	unknownCreates := map[key]bool{} // {resource, namespace}: an uncertain create whose name the log lacks
+	gone := map[key]goneSource{}     // protected sources deleted
 	nsLabels := map[string]map[string]string{}
 	var out []Violation
+	var unjudged []Event
 	bad := func(rule string, e Event) { out = append(out, Violation{rule, e.String()}) }
 	for _, e := range events {
+		if e.Uncertain() && (s.Namespaces[e.Ref.Namespace] || e.Ref.Namespace == s.Installation) {
+			k := key{e.Ref.Resource, e.Ref.Namespace, e.Ref.Name}
+			if k.name == "" {
+				unknownCreates[key{k.resource, k.namespace, ""}] = true
+			} else {
+				unknown[k] = true
+			}
+			continue
+		}
 		if !e.Write() {
 			continue
 		}
@@ -364,14 +441,22 @@ func Check(events []Event, s Scope, end time.Time) []Violation {
 			}
 			continue
 		}
+		uncertain := unknown[k] || prior == nil && unknownCreates[key{k.resource, k.namespace, ""}]
 		if e.Username() == s.Courier {
-			if rule := judge(e, k, prior, result, s, gone, nsLabels); rule != "" {
+			if uncertain {
+				unjudged = append(unjudged, e)
+			} else if rule := judge(e, k, prior, result, s, gone, nsLabels); rule != "" {
 				bad(rule, e)
 			}
 		}
+		delete(unknown, k)
 		switch e.Verb {
 		case "delete":
-			if prior.protected() && (k.resource == "secrets" || k.resource == "configmaps") {
+			if g, ok := gone[k]; ok && prior == nil {
+				// Deleted again: it was back (restored by a write whose
+				// outcome the log could not tell). It is gone from now.
+				gone[k] = goneSource{at: e.At, last: g.last}
+			} else if prior.protected() && (k.resource == "secrets" || k.resource == "configmaps") {
 				gone[k] = goneSource{at: e.At, last: prior}
 			}
 			delete(state, k)
@@ -381,12 +466,14 @@ func Check(events []Event, s Scope, end time.Time) []Violation {
 					delete(state, sk)
 				}
 			}
+			delete(unknownCreates, key{k.resource, ns, ""})
 		default:
 			if result != nil {
 				state[k] = result
 				if g, ok := gone[k]; ok {
-					if e.At.Sub(g.at) > s.ProtectedGap {
-						bad(fmt.Sprintf("protected source %s/%s was gone for %s, longer than %s", ns, k.name, e.At.Sub(g.at).Round(time.Millisecond), s.ProtectedGap), e)
+					if gap := s.serving(g.at, e.At); s.ProtectedGap > 0 && gap > s.ProtectedGap {
+						bad(fmt.Sprintf("protected source %s/%s was gone for %s while the API server served (%s in all), longer than %s",
+							ns, k.name, gap.Round(time.Millisecond), e.At.Sub(g.at).Round(time.Millisecond), s.ProtectedGap), e)
 					}
 					delete(gone, k)
 				}
@@ -394,11 +481,11 @@ func Check(events []Event, s Scope, end time.Time) []Violation {
 		}
 	}
 	for k, g := range gone {
-		if end.Sub(g.at) > s.ProtectedGap {
+		if s.ProtectedGap > 0 && s.serving(g.at, end) > s.ProtectedGap {
 			out = append(out, Violation{fmt.Sprintf("protected source %s/%s deleted at %s was never restored", k.namespace, k.name, g.at.Format("15:04:05.000")), "none"})
 		}
 	}
-	return out
+	return out, unjudged
 }
 
 // judge returns the rule courier's write e breaks, or "".

@@ -26,6 +26,18 @@ func line(at int, user, verb, resource, ns, name, object string) string {
 		at, verb, ns, resource, name, imp, resource, ns, name, resp, resp, t0.Add(time.Duration(at)*time.Second).Format(time.RFC3339Nano))
 }
 
+// received is the RequestReceived line of a write by user at second at, its
+// audit ID paired with line(at, ...)'s; name is "" for a create.
+func received(at int, user, verb, resource, ns, name string) string {
+	return fmt.Sprintf(`{"auditID":"a%d","stage":"RequestReceived","verb":%q,"requestURI":"/api/v1/namespaces/%s/%s","user":{"username":"admin"},"impersonatedUser":{"username":%q},"objectRef":{"resource":%q,"namespace":%q,"name":%q},"stageTimestamp":%q}`,
+		at, verb, ns, resource, user, resource, ns, name, t0.Add(time.Duration(at)*time.Second).Format(time.RFC3339Nano))
+}
+
+// failed is an audit line answered with code.
+func failed(line string, code int) string {
+	return strings.Replace(line, `"responseStatus":{"code":200}`, fmt.Sprintf(`"responseStatus":{"code":%d}`, code), 1)
+}
+
 func secret(ns, name, labels, annotations, data string) string {
 	return fmt.Sprintf(`{"kind":"Secret","metadata":{"name":%q,"namespace":%q,"resourceVersion":"1","labels":{%s},"annotations":{%s}},"data":{%s}}`, name, ns, labels, annotations, data)
 }
@@ -80,7 +92,7 @@ func TestCheck(t *testing.T) {
 			line(3, "admin", "delete", "secrets", "a", "s", ""),
 			line(4, courier, "delete", "secrets", "b", "s", ""),
 			line(30, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
-		}, []string{"deleted a replica of a protected source while that source was gone", "protected source a/s was gone for 27s, longer than 10s"}},
+		}, []string{"deleted a replica of a protected source while that source was gone", "protected source a/s was gone for 27s while the API server served (27s in all), longer than 10s"}},
 		{"a protected source's replica deleted while the source was gone, from a namespace relabelled out of its selector", []string{
 			line(1, "admin", "create", "namespaces", "", "b", `{"kind":"Namespace","metadata":{"name":"b","labels":{"env":"prod"}}}`),
 			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, `"courier.dev/replicate-to":"env=prod"`, `"k":"djE="`)),
@@ -124,6 +136,36 @@ func TestCheck(t *testing.T) {
 			line(3, "admin", "create", "jobs", "b", "k", `{"kind":"Job","metadata":{"name":"k"}}`),
 			line(4, courier, "delete", "jobs", "b", "k", ""),
 		}, []string{"recreated a Job that did not opt in itself"}},
+		{"a completed request's RequestReceived changes nothing: an update of an object never seen written", []string{
+			received(1, courier, "update", "secrets", "b", "s"),
+			line(1, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+		}, []string{"wrote an object it had not seen created"}},
+		{"a create that never completed (kube-apiserver killed) or failed with 503: what follows on the object is not judged", []string{
+			received(1, courier, "create", "secrets", "b", ""),
+			line(2, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+			failed(line(3, courier, "create", "configmaps", "b", "c", secret("b", "c", replicaMarks, fromA, "")), 503),
+			line(4, courier, "patch", "configmaps", "b", "c", secret("b", "c", replicaMarks, fromA, "")),
+			line(5, courier, "patch", "configmaps", "b", "c", secret("b", "c", replicaMarks, fromA, "")),
+		}, nil},
+		{"a failed create (409) is no uncertainty", []string{
+			failed(line(1, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")), 409),
+			line(2, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+		}, []string{"wrote an object it had not seen created"}},
+		{"a controller's write answered 500 but applied, then a rollout over it", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deploy("", "app:1")),
+			failed(line(2, "admin", "update", "deployments", "b", "d",
+				strings.Replace(deploy("", "app:1"), `"namespace":"b"}`, `"namespace":"b","annotations":{"deployment.kubernetes.io/revision":"1"}}`, 1)), 500),
+			line(3, courier, "patch", "deployments", "b", "d",
+				strings.Replace(deploy("h1", "app:1"), `"namespace":"b"}`, `"namespace":"b","annotations":{"deployment.kubernetes.io/revision":"1"}}`, 1)),
+			line(4, courier, "patch", "deployments", "b", "d", deploy("h2", "app:2")),
+		}, []string{"changed a workload beyond courier's annotations (.metadata.annotations, .spec.template.spec.containers)"}},
+		{"a protected source restored by an uncertain write, deleted again, restored in time", []string{
+			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+			line(3, "admin", "delete", "secrets", "a", "s", ""),
+			received(5, courier, "create", "secrets", "a", ""),
+			line(40, "admin", "delete", "secrets", "a", "s", ""),
+			line(45, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+		}, nil},
 		{"writes elsewhere", []string{
 			line(1, courier, "create", "leases", "courier-system", "courier", ""),
 			line(2, courier, "create", "leases", "b", "courier", ""),
@@ -186,5 +228,36 @@ func TestRolloutsCountsConfigHashChanges(t *testing.T) {
 	got := Rollouts(events, courier, map[string]bool{"b": true})
 	if len(got) != 1 || got["deployments b/d"] != 2 {
 		t.Errorf("rollouts %v, want deployments b/d: 2", got)
+	}
+}
+
+// TestProtectedGapCountsOnlyServingTime: the bound on a protected source's
+// absence counts the time the API server served, not the test's outages of
+// it; a scope with no bound checks nothing.
+func TestProtectedGapCountsOnlyServingTime(t *testing.T) {
+	events, err := Read(strings.NewReader(strings.Join([]string{
+		line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+		line(3, "admin", "delete", "secrets", "a", "s", ""),
+		line(30, courier, "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", `"k":"djE="`)),
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	for _, c := range []struct {
+		name    string
+		gap     time.Duration
+		outages []Span
+		want    int
+	}{
+		{"27 s gone, all of it serving", 10 * time.Second, nil, 1},
+		{"27 s gone, 20 of them in an outage", 10 * time.Second, []Span{{at(5), at(25)}}, 0},
+		{"an outage partly before the deletion", 10 * time.Second, []Span{{at(0), at(10)}}, 1},
+		{"no bound", 0, nil, 0},
+	} {
+		s := Scope{Courier: courier, Installation: "courier-system", Namespaces: map[string]bool{"a": true}, ProtectedGap: c.gap, Outages: c.outages}
+		if got := Check(events, s, at(60)); len(got) != c.want {
+			t.Errorf("%s: %v, want %d violations", c.name, got, c.want)
+		}
 	}
 }
