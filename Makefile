@@ -23,7 +23,7 @@ CONTROLPLANE   = $$(e2e/tools/build.sh)
 # Argo Rollouts' and External Secrets Operator's binaries and CRDs.
 INTEGRATIONS   = $$(e2e/tools/build-integrations.sh)
 
-.PHONY: all help docs build image release test-compat test-compat-smoke test-integrations controlplane run check test unit e2e soak chaos lint chart-files bench bench-scale bench-smoke clean clean-cache prometheus
+.PHONY: all help docs build image release test-compat test-compat-smoke test-integrations controlplane run check test unit e2e soak chaos lint chart-files bench bench-scale bench-record bench-tables bench-smoke clean clean-cache prometheus
 
 all: build
 
@@ -135,6 +135,7 @@ lint:
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./...
 	cd e2e/bench/scale && $(GO) vet ./...
+	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -tables -check
 	cd release && $(GO) vet ./...
 	@echo "staticcheck (built from the module proxy on first use: about a minute)" >&2
 	$(GO) run $(STATICCHECK) ./...
@@ -144,16 +145,25 @@ lint:
 bench:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -out=.run/bench/results.json
 
-## bench-scale: the benchmark at SIZES namespaces (default 1000,3000,10000; REPEATS repetitions each), each on a fresh control plane; .run/bench-scale/ gets scale.json, scale.md, SVG pictures and profiles (BENCHMARKS.md) [about 70 min at the defaults]
-SIZES   ?= 1000,3000,10000
-REPEATS ?= 5,5,3
+## bench-scale: the benchmark at SIZES namespaces (default 1000,3000,10000; REPEATS repetitions each), each on a fresh control plane, courier under the chart's memory limits unless CHART_LIMITS=false; .run/bench-scale/ gets scale.json, scale.md, SVG pictures and profiles (BENCHMARKS.md) [about 70 min at the defaults]
+SIZES        ?= 1000,3000,10000
+REPEATS      ?= 5,5,3
+CHART_LIMITS ?= true
 bench-scale:
-	cp="$(CONTROLPLANE)" && cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$cp" -sizes=$(SIZES) -repeats=$(REPEATS)
+	cp="$(CONTROLPLANE)" && cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$cp" -sizes=$(SIZES) -repeats=$(REPEATS) -chart-limits=$(CHART_LIMITS)
 
-## bench-smoke: the benchmark and bench-scale's smallest size on tiny datasets, so neither can rot (part of make test)
+## bench-record: commit the finished bench-scale run in .run/bench-scale (measured on a clean tree) to docs/bench-scale/runs/, then regenerate as bench-tables does
+bench-record:
+	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -record=.run/bench-scale
+
+## bench-tables: regenerate bench-scale's tables, pictures and every quoted figure (BENCHMARKS.md, docs/scale.md, README.md, docs/bench-scale/) from the runs in docs/bench-scale/runs/; make lint fails when they differ
+bench-tables:
+	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -tables
+
+## bench-smoke: the benchmark (under the chart's memory limits) and bench-scale's smallest size on tiny datasets, so neither can rot (part of make test)
 bench-smoke:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -dir=.run/bench-smoke -out=.run/bench-smoke/results.json \
-	  -namespaces=20 -secrets=100 -configmaps=40 -helm-releases=5 -helm-bytes=51200 -deployments=40 -consumers=20 \
+	  -chart-limits=charts/courier/values.yaml -namespaces=20 -secrets=100 -configmaps=40 -helm-releases=5 -helm-bytes=51200 -deployments=40 -consumers=20 \
 	  -repeats=2 -steady=10s
 	cp="$(CONTROLPLANE)" && cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$cp" -dir=.run/bench-smoke/scale \
 	  -sizes=20 -repeats=2 -steady=10s -helm-bytes=51200

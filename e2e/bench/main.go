@@ -53,6 +53,24 @@ type options struct {
 	profiles   string
 	limits     string
 	kcm        string
+	chart      string
+}
+
+// gcCPU is the Go runtime's estimate of the CPU its garbage collector took.
+const gcCPU = "go_cpu_classes_gc_total_cpu_seconds_total"
+
+// debounce is courier's --reload-debounce in -courier-args (default 2 s):
+// the floor of 3b waits as long between its updates and its patches.
+func (o options) debounce() time.Duration {
+	d := 2 * time.Second
+	for _, a := range strings.Fields(o.courierArg) {
+		if v, ok := strings.CutPrefix(a, "--reload-debounce="); ok {
+			if p, err := time.ParseDuration(v); err == nil {
+				d = p
+			}
+		}
+	}
+	return d
 }
 
 func main() {
@@ -75,6 +93,7 @@ func main() {
 	flag.BoolVar(&o.atOnce, "floor-at-once", true, "also measure the floor making all N + D writes at once (not a target's baseline; false saves a third of scenario 3)")
 	flag.StringVar(&o.profiles, "profiles", "", "if set, write courier's CPU profile of the first source update (scenario 3) and its heap profile at the end of the steady state here")
 	flag.StringVar(&o.limits, "controlplane-memory-limits", "", "GOMEMLIMIT per control-plane component, e.g. kube-apiserver=8GiB,kube-controller-manager=3GiB (never courier's)")
+	flag.StringVar(&o.chart, "chart-limits", "", "run courier under the memory limits of this chart values file (charts/courier/values.yaml): GOMEMLIMIT=goMemLimit in a memory cgroup of resources.limits.memory, as a pod; needs root and a writable cgroup hierarchy")
 	flag.StringVar(&o.kcm, "controllers", "", "kube-controller-manager's --controllers (empty: every default one)")
 	startFloorOf := flag.String("start-floor", "", "instead of running: measure scenario 1's floor (a bare client filling courier's caches) -repeats times on the cluster of this kubeconfig")
 	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
@@ -127,7 +146,19 @@ type results struct {
 	LoadSecs   float64          `json:"loadSeconds"`
 	Scenarios  []scenario       `json:"scenarios"`
 	Memory     map[string]int64 `json:"memory"`
-	Problems   []string         `json:"problems"`
+	// CPU: courier's CPU seconds and its garbage collector's share of them,
+	// over the steady state and over the last process's life.
+	CPU map[string]float64 `json:"cpuSeconds"`
+	// Limits: the chart's limits courier ran under (-chart-limits), and
+	// what the kernel saw of them.
+	Limits   *limitsResult `json:"chartLimits,omitempty"`
+	Problems []string      `json:"problems"`
+}
+
+type limitsResult struct {
+	chartLimits
+	OOMKills        int   `json:"oomKills"`
+	CgroupPeakBytes int64 `json:"cgroupPeakBytes"`
 }
 
 type scenario struct {
@@ -137,12 +168,26 @@ type scenario struct {
 	// courier's go); FloorAlone: each set of writes by itself.
 	Floor      *stats `json:"floorSeconds,omitempty"`
 	FloorAlone *stats `json:"floorAloneSeconds,omitempty"`
-	// Paired ratios: courier's span ÷ the floor's in the same repetition,
-	// one per repetition, in order.
-	PairedAlone  []float64 `json:"pairedRatiosToFloorAlone,omitempty"`
+	// Paired ratios: courier's span ÷ the floor alone's in the same
+	// repetition, one per valid repetition, in order.
+	PairedAlone []float64 `json:"pairedRatiosToFloorAlone,omitempty"`
+	// Repetitions: every repetition timed against floors, valid or not;
+	// Stats, FloorAlone and PairedAlone hold the valid ones.
+	Repetitions []repetition `json:"repetitions,omitempty"`
+	// PairedAtOnce: every repetition's span ÷ the floor at once measured
+	// after it (shown, not a target's baseline).
 	PairedAtOnce []float64 `json:"pairedRatiosToFloorAtOnce,omitempty"`
 	Writes       string    `json:"writes"` // measured, per repetition
 	Want         string    `json:"wantWrites"`
+}
+
+// timedAgainstFloor is a scenario of repetitions bracketed by floors:
+// judged, and summarised over the valid ones.
+func timedAgainstFloor(name string, reps []repetition) scenario {
+	reps = judgeRepetitions(reps)
+	spans, floors, ratios := valid(reps)
+	f := summarize(floors)
+	return scenario{Name: name, Stats: summarize(spans), FloorAlone: &f, PairedAlone: ratios, Repetitions: reps}
 }
 
 func (r *results) problem(format string, args ...any) {
@@ -189,7 +234,26 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	r := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Dataset: o.dataset,
-		RawMiB: float64(o.rawBytes()) / (1 << 20), CourierArg: o.courierArg, Memory: map[string]int64{}}
+		RawMiB: float64(o.rawBytes()) / (1 << 20), CourierArg: o.courierArg, Memory: map[string]int64{}, CPU: map[string]float64{}}
+	var lim *limited
+	if o.chart != "" {
+		l, err := readChartLimits(o.chart)
+		if err != nil {
+			return err
+		}
+		cg, err := newMemCgroup(fmt.Sprintf("courier-bench-%d", os.Getpid()), l.LimitBytes)
+		if err != nil {
+			return err
+		}
+		defer cg.remove() // after courier's deferred stop below
+		lim = &limited{l, cg}
+		r.Limits = &limitsResult{chartLimits: l}
+		defer func() { // a run that failed: say whether the kernel killed courier
+			if n := cg.oomKills(); n > 0 {
+				logf("the kernel OOM-killed courier %d times under the chart's %d MiB limit", n, l.LimitBytes>>20)
+			}
+		}()
+	}
 
 	start := time.Now()
 	if err := load(ctx, client, o.dataset, logf); err != nil {
@@ -204,7 +268,7 @@ func run(ctx context.Context, o options) error {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := strings.Fields(o.courierArg)
-	cur, err := startCourier(bin, o.dir, c.Kubeconfig, addr, args)
+	cur, err := startCourier(bin, o.dir, c.Kubeconfig, addr, args, lim)
 	if err != nil {
 		return err
 	}
@@ -216,7 +280,7 @@ func run(ctx context.Context, o options) error {
 	}
 	startAndWait := func() error {
 		var err error
-		if cur, err = startCourier(bin, o.dir, c.Kubeconfig, addr, args); err != nil {
+		if cur, err = startCourier(bin, o.dir, c.Kubeconfig, addr, args, lim); err != nil {
 			return err
 		}
 		return cur.waitReady(5 * time.Minute)
@@ -281,15 +345,43 @@ func run(ctx context.Context, o options) error {
 	m := cur.memory()
 	r.Memory["restartPeakRssBytes"], r.Memory["afterRestartRssBytes"], r.Memory["afterRestartHeapBytes"] = m.PeakRSS, m.RSS, m.Heap
 
-	// 3: one source update → every replica, every consumer; against both
-	// floors in the same repetition, so each repetition gives a paired ratio.
-	// courier is stopped while the floors run: it would otherwise receive
-	// (and the API server encode for it) a watch event for each floor write,
-	// slowing the floor. Every span starts on a quiet API server (the
-	// Deployment controller done with the previous round's ReplicaSets).
-	var replicaSpan, rolloutSpan, floorReplicas, floorPatches, aloneReplicas, alonePatches []float64
+	// 3: one source update → every replica, every consumer. Each courier
+	// span is bracketed by floors alone measured right before and right
+	// after it, so each repetition gives a paired ratio to the mean of its
+	// two floors, and a repetition whose floors are slower than courier or
+	// far off the run's other floors (judgeRepetitions) is run again, up to
+	// -repeats more times. courier is stopped while floors run: it would
+	// otherwise receive (and the API server encode for it) a watch event for
+	// each floor write, slowing the floor. Every span starts on a quiet API
+	// server (the Deployment controller done with the previous round's
+	// ReplicaSets).
+	var replicaReps, rolloutReps []repetition
+	var floorReplicas, floorPatches []float64
 	var updateWrites, updateEvents []string
-	for i := range o.repeats {
+	floorAlone := func(round int) (float64, float64, error) {
+		if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
+			return 0, 0, err
+		}
+		fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-alone-%s", round, randomText(8)), true)
+		if err == nil {
+			logf("         floor alone: replicas %.2fs, consumers through the %s debounce %.2fs", fr, o.debounce(), fp)
+		}
+		return fr, fp, err
+	}
+	stopCourier()
+	prevR, prevP, err := floorAlone(0)
+	if err != nil {
+		return err
+	}
+	if err := startAndWait(); err != nil {
+		return err
+	}
+	enough := func() bool {
+		a, _, _ := valid(judgeRepetitions(replicaReps))
+		b, _, _ := valid(judgeRepetitions(rolloutReps))
+		return len(a) >= o.repeats && len(b) >= o.repeats
+	}
+	for i := 0; !enough() && i < 2*o.repeats; i++ {
 		if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 			return err
 		}
@@ -319,7 +411,6 @@ func run(ctx context.Context, o options) error {
 				return err
 			}
 		}
-		replicaSpan, rolloutSpan = append(replicaSpan, rs), append(rolloutSpan, ds)
 		got := w.ofCourier() - 1 // less the bench's own source update
 		updateWrites = append(updateWrites, fmt.Sprint(got))
 		if want := float64(o.Namespaces + o.Consumers); got != want {
@@ -327,41 +418,47 @@ func run(ctx context.Context, o options) error {
 		}
 		logf("update %d: replicas %.2fs, consumers %.2fs, Reloaded Events %d", i+1, rs, ds, events)
 		stopCourier()
-		floors := []bool{i%2 == 1, i%2 == 0} // which floor goes first alternates
-		if !o.atOnce {
-			floors = []bool{true}
+		fr, fp, err := floorAlone(i + 1)
+		if err != nil {
+			return err
 		}
-		for _, alone := range floors {
+		replicaReps = append(replicaReps, repetition{Seconds: rs, FloorBefore: prevR, FloorAfter: fr})
+		rolloutReps = append(rolloutReps, repetition{Seconds: ds, FloorBefore: prevP, FloorAfter: fp})
+		prevR, prevP = fr, fp
+		if o.atOnce {
 			if err := settle(ctx, client, 2*time.Second, o.patience()); err != nil {
 				return err
 			}
-			fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-%t-%s", i, alone, randomText(8)), alone)
+			fr, fp, err := floor(ctx, client, o, fmt.Sprintf("f%d-at-once-%s", i, randomText(8)), false)
 			if err != nil {
 				return err
 			}
-			if alone {
-				aloneReplicas, alonePatches = append(aloneReplicas, fr), append(alonePatches, fp)
-				logf("         floor alone: replicas %.2fs (%.2f×), consumers %.2fs (%.2f×)", fr, rs/fr, fp, ds/fp)
-			} else {
-				floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
-				logf("         floor at once: replicas %.2fs (%.2f×), consumers %.2fs (%.2f×)", fr, rs/fr, fp, ds/fp)
-			}
+			floorReplicas, floorPatches = append(floorReplicas, fr), append(floorPatches, fp)
+			logf("         floor at once: replicas %.2fs (%.2f×), consumers %.2fs (%.2f×)", fr, rs/fr, fp, ds/fp)
 		}
 		if err := startAndWait(); err != nil {
 			return err
 		}
 	}
-	aRep, aPat := summarize(aloneReplicas), summarize(alonePatches)
-	s3a := scenario{Name: fmt.Sprintf("3a. one source update (its one key set to a new 11 B value) → all %d replicas", o.Namespaces),
-		Stats: summarize(replicaSpan), FloorAlone: &aRep, PairedAlone: divide(replicaSpan, aloneReplicas),
-		Writes: strings.Join(updateWrites, " "), Want: fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)}
-	s3b := scenario{Name: fmt.Sprintf("3b. one source update → all %d consumers patched", o.Consumers),
-		Stats: summarize(rolloutSpan), FloorAlone: &aPat, PairedAlone: divide(rolloutSpan, alonePatches),
-		Writes: "Reloaded Events: " + strings.Join(updateEvents, " "), Want: fmt.Sprintf("one per consumer: %d", o.Consumers)}
+	s3a := timedAgainstFloor(fmt.Sprintf("3a. one source update (its one key set to a new 11 B value) → all %d replicas", o.Namespaces), replicaReps)
+	s3a.Writes, s3a.Want = strings.Join(updateWrites, " "), fmt.Sprintf("N + D = %d", o.Namespaces+o.Consumers)
+	s3b := timedAgainstFloor(fmt.Sprintf("3b. one source update → all %d consumers patched (the floor through the same %s debounce)", o.Consumers, o.debounce()), rolloutReps)
+	s3b.Writes, s3b.Want = "Reloaded Events: "+strings.Join(updateEvents, " "), fmt.Sprintf("one per consumer: %d", o.Consumers)
+	for _, s := range []scenario{s3a, s3b} {
+		if s.Stats.N < o.repeats {
+			logf("%s: only %d valid repetitions of %d", s.Name, s.Stats.N, len(s.Repetitions))
+		}
+	}
 	if o.atOnce {
 		fRep, fPat := summarize(floorReplicas), summarize(floorPatches)
-		s3a.Floor, s3a.PairedAtOnce = &fRep, divide(replicaSpan, floorReplicas)
-		s3b.Floor, s3b.PairedAtOnce = &fPat, divide(rolloutSpan, floorPatches)
+		s3a.Floor, s3b.Floor = &fRep, &fPat
+		spans := func(reps []repetition) (out []float64) {
+			for _, r := range reps {
+				out = append(out, r.Seconds)
+			}
+			return out
+		}
+		s3a.PairedAtOnce, s3b.PairedAtOnce = divide(spans(replicaReps), floorReplicas), divide(spans(rolloutReps), floorPatches)
 	}
 	r.Scenarios = append(r.Scenarios, s3a, s3b)
 
@@ -426,6 +523,7 @@ func run(ctx context.Context, o options) error {
 	}
 	_, body := cur.get("/metrics")
 	reqBefore := metricValue(body, "courier_kube_client_requests_total")
+	cpuBefore, gcBefore := metricValue(body, "process_cpu_seconds_total"), metricValue(body, gcCPU)
 	wBefore, err := apiserverWrites(ctx, client)
 	if err != nil {
 		return err
@@ -441,6 +539,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	requests := metricValue(body, "courier_kube_client_requests_total") - reqBefore
+	r.CPU["steady"], r.CPU["steadyGc"] = metricValue(body, "process_cpu_seconds_total")-cpuBefore, metricValue(body, gcCPU)-gcBefore
 	steadyWrites := wAfter.minus(wBefore).ofCourier()
 	if steadyWrites != 0 {
 		r.problem("steady state: %g writes", steadyWrites)
@@ -454,6 +553,16 @@ func run(ctx context.Context, o options) error {
 	}
 	m = cur.memory()
 	r.Memory["steadyRssBytes"], r.Memory["steadyHeapBytes"], r.Memory["peakRssBytes"] = m.RSS, m.Heap, max(peakRSS, m.PeakRSS)
+	cur.get("/debug/pprof/heap?gc=1") // a forced GC: what is left is live
+	_, body = cur.get("/metrics")
+	r.Memory["steadyLiveHeapBytes"] = int64(metricValue(body, "go_memstats_heap_alloc_bytes"))
+	r.CPU["lastProcess"], r.CPU["lastProcessGc"] = metricValue(body, "process_cpu_seconds_total"), metricValue(body, gcCPU)
+	if lim != nil {
+		r.Limits.OOMKills, r.Limits.CgroupPeakBytes = lim.cg.oomKills(), lim.cg.peak()
+		if r.Limits.OOMKills > 0 {
+			r.problem("the kernel OOM-killed courier %d times under the chart's %d MiB limit", r.Limits.OOMKills, lim.LimitBytes>>20)
+		}
+	}
 
 	report(os.Stdout, r)
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
@@ -548,9 +657,11 @@ func reloadedEvents(ctx context.Context, c kubernetes.Interface, since time.Time
 // floor makes the same writes as one source update with no logic: an update
 // of a Secret in every namespace and a pod-template patch of every consumer,
 // each set as fast as floor-workers concurrent requests go, observed by watch
-// as courier's are. Alone, the patches start once the updates are done; else
-// both sets go at once, as courier's do (its rollouts start while replicas
-// are still being written). It returns each set's makespan.
+// as courier's are. Alone, the patches start one --reload-debounce after
+// the updates are all seen, and both spans are timed from the first update,
+// as courier's are from the source's; else both sets go at once (courier's
+// rollouts start while replicas are still being written) and each set is
+// timed from the start. It returns each set's makespan.
 func floor(ctx context.Context, c kubernetes.Interface, o options, value string, alone bool) (float64, float64, error) {
 	waitSecrets, err := watchSecrets(ctx, c, metav1.ListOptions{FieldSelector: "metadata.name=" + floorName},
 		func(s *corev1.Secret) bool { return string(s.Data[sharedKey]) == value })
@@ -605,11 +716,11 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string,
 		if _, n := waitSecrets(o.Namespaces, o.patience()); n != o.Namespaces {
 			return 0, 0, fmt.Errorf("floor: %d of %d updates seen", n, o.Namespaces)
 		}
-		p0 := time.Now()
+		time.Sleep(o.debounce()) // as courier waits before its rollouts
 		if err := patchAll(); err != nil {
 			return 0, 0, err
 		}
-		return waitBoth(t0, p0) // the updates are all seen: their span is final
+		return waitBoth(t0, t0) // the updates are all seen: their span is final
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- patchAll() }()
@@ -781,8 +892,16 @@ func report(w *os.File, r *results) {
 	}
 	tw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
-	fmt.Fprintf(w, "\nmemory: steady RSS %s (Go heap %s), peak RSS %s; first start peak %s; raw values %.0f MiB\n",
-		mib(r.Memory["steadyRssBytes"]), mib(r.Memory["steadyHeapBytes"]), mib(r.Memory["peakRssBytes"]), mib(r.Memory["firstStartPeakRssBytes"]), r.RawMiB)
+	fmt.Fprintf(w, "\nmemory: steady RSS %s (Go heap %s, live after a forced GC %s), peak RSS %s; first start peak %s; raw values %.0f MiB\n",
+		mib(r.Memory["steadyRssBytes"]), mib(r.Memory["steadyHeapBytes"]), mib(r.Memory["steadyLiveHeapBytes"]), mib(r.Memory["peakRssBytes"]),
+		mib(r.Memory["firstStartPeakRssBytes"]), r.RawMiB)
+	share := func(gc, all float64) string { return fmt.Sprintf("%.1fs, %.0f%% of it GC", all, 100*gc/all) }
+	fmt.Fprintf(w, "CPU: steady state %s; the last process's life %s\n",
+		share(r.CPU["steadyGc"], r.CPU["steady"]), share(r.CPU["lastProcessGc"], r.CPU["lastProcess"]))
+	if l := r.Limits; l != nil {
+		fmt.Fprintf(w, "under the chart's limits: GOMEMLIMIT=%s in a %s cgroup: %d OOM kills, cgroup peak %s\n",
+			l.GoMemLimit, mib(l.LimitBytes), l.OOMKills, mib(l.CgroupPeakBytes))
+	}
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(w, "problems: %s\n", strings.Join(r.Problems, "; "))
 	}

@@ -282,15 +282,30 @@ type courier struct {
 	done chan struct{}
 }
 
-func startCourier(bin, dir, kubeconfig, addr string, args []string) (*courier, error) {
+// limited is courier run under the chart's memory limits, in cg.
+type limited struct {
+	chartLimits
+	cg *memCgroup
+}
+
+// startCourier runs courier; with lim, as the chart does (GOMEMLIMIT) in a
+// cgroup with the container's memory limit, its log written by the bench so
+// the page cache of the log is not charged to courier's limit.
+func startCourier(bin, dir, kubeconfig, addr string, args []string, lim *limited) (*courier, error) {
 	logf, err := os.OpenFile(filepath.Join(dir, "courier.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	all := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-addr=" + addr, "--namespace=" + courierNS,
+	argv := append([]string{bin, "--kubeconfig=" + kubeconfig, "--metrics-addr=" + addr, "--namespace=" + courierNS,
 		"--source-namespaces=" + platformNS, "--profiling"}, args...)
-	c := &courier{cmd: exec.Command(bin, all...), addr: addr, log: logf, done: make(chan struct{})}
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
+	var out io.Writer = logf
+	env := os.Environ()
+	if lim != nil {
+		argv, out = lim.cg.wrap(argv), struct{ io.Writer }{logf}
+		env = append(env, "GOMEMLIMIT="+lim.GoMemLimit)
+	}
+	c := &courier{cmd: exec.Command(argv[0], argv[1:]...), addr: addr, log: logf, done: make(chan struct{})}
+	c.cmd.Stdout, c.cmd.Stderr, c.cmd.Env = out, out, env
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
 		return nil, err

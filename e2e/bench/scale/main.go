@@ -48,11 +48,20 @@ type benchResults struct {
 		Stats       stats     `json:"seconds"`
 		FloorAlone  *stats    `json:"floorAloneSeconds"`
 		PairedAlone []float64 `json:"pairedRatiosToFloorAlone"`
-		Writes      string    `json:"writes"`
-		Want        string    `json:"wantWrites"`
+		Repetitions []struct {
+			Invalid string `json:"invalid"`
+		} `json:"repetitions"`
+		Writes string `json:"writes"`
+		Want   string `json:"wantWrites"`
 	} `json:"scenarios"`
-	Memory   map[string]float64 `json:"memory"`
-	Problems []string           `json:"problems"`
+	Memory map[string]float64 `json:"memory"`
+	CPU    map[string]float64 `json:"cpuSeconds"`
+	Limits *struct {
+		GoMemLimit string `json:"goMemLimit"`
+		LimitBytes int64  `json:"memoryLimitBytes"`
+		OOMKills   int    `json:"oomKills"`
+	} `json:"chartLimits"`
+	Problems []string `json:"problems"`
 }
 
 type stats struct {
@@ -78,16 +87,25 @@ type size struct {
 	Scenarios map[string]stats `json:"scenarios"`
 	Floors    map[string]stats `json:"floorsAlone"`
 	// Ratios: the median of the paired ratios to the floor alone.
-	Ratios         map[string]float64 `json:"pairedRatioToFloorAlone"`
-	Writes         map[string]string  `json:"writes"`
-	Memory         map[string]float64 `json:"memory"`
-	HeapPerObject  float64            `json:"heapBytesPerCachedObject"`
-	LoadSecs       float64            `json:"loadSeconds"`
-	RunSecs        float64            `json:"runSeconds"`
-	Repeats        int                `json:"repeats"`
-	Problems       []string           `json:"problems"`
-	BenchResultsAt string             `json:"benchResults"`
+	Ratios map[string]float64 `json:"pairedRatioToFloorAlone"`
+	// Invalid: repetitions whose floors were disturbed (e2e/bench's
+	// judgeRepetitions), rerun and left out of the figures.
+	Invalid       map[string]int     `json:"invalidRepetitions"`
+	Writes        map[string]string  `json:"writes"`
+	Memory        map[string]float64 `json:"memory"`
+	HeapPerObject float64            `json:"heapBytesPerCachedObject"`
+	CPU           map[string]float64 `json:"cpuSeconds"`
+	// Limits: the chart's memory limits courier ran under ("" for none),
+	// and how often the kernel OOM-killed it (nil when not limited).
+	Limits         string   `json:"limits"`
+	OOMKills       *int     `json:"oomKills"`
+	LoadSecs       float64  `json:"loadSeconds"`
+	RunSecs        float64  `json:"runSeconds"`
+	Repeats        int      `json:"repeats"`
+	Problems       []string `json:"problems"`
+	BenchResultsAt string   `json:"benchResults"`
 	machine        string
+	Run            string `json:"-"` // the committed run it is from (committed)
 }
 
 func main() {
@@ -99,18 +117,37 @@ func main() {
 	steady := flag.Duration("steady", 5*time.Minute, "length of the idle (steady-state) scenario")
 	reuse := flag.Bool("reuse", false, "keep the results of a size already measured in -dir instead of running it again")
 	helmBytes := flag.Int("helm-bytes", 500<<10, "size of each Helm release Secret")
+	chartLimits := flag.Bool("chart-limits", false, "run courier as the Helm chart does: GOMEMLIMIT in a memory cgroup of the chart's memory limit (charts/courier/values.yaml; needs root)")
+	recordRun := flag.String("record", "", "measure nothing: commit the finished run in this directory (relative to -root) to "+runsDir+", then regenerate as -tables does")
+	genTables := flag.Bool("tables", false, "measure nothing: regenerate the tables and quoted figures of BENCHMARKS.md, docs/scale.md and README.md, docs/bench-scale/scale.md and its pictures from every run in "+runsDir)
+	check := flag.Bool("check", false, "with -tables: change nothing, fail if a generated part differs from the committed runs")
 	judgeRuns := flag.String("judge", "", "measure nothing: print the table of the first scale.json given (comma-separated), judging each target over every run given")
 	flag.Parse()
+	if *recordRun != "" || *genTables {
+		if *recordRun != "" {
+			id, err := record(*root, filepath.Join(*root, *recordRun))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench-scale:", err)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "bench-scale: recorded %s/%s\n", runsDir, id)
+		}
+		if err := tables(*root, *check); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *judgeRuns != "" {
 		runs, err := readRuns(strings.Split(*judgeRuns, ","))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-scale:", err)
 			os.Exit(1)
 		}
-		fmt.Print(table(runs...))
+		fmt.Print(table(runs[0], runs...))
 		return
 	}
-	if err := run(*root, *bin, *dir, *sizes, *repeats, *steady, *reuse, *helmBytes); err != nil {
+	if err := run(*root, *bin, *dir, *sizes, *repeats, *steady, *reuse, *helmBytes, *chartLimits); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale:", err)
 		os.Exit(1)
 	}
@@ -128,7 +165,7 @@ func ints(list, what string) ([]int, error) {
 	return out, nil
 }
 
-func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reuse bool, helmBytes int) error {
+func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reuse bool, helmBytes int, chartLimits bool) error {
 	if bin == "" {
 		return fmt.Errorf("-controlplane-bin is empty; build the control plane with `make controlplane`")
 	}
@@ -166,21 +203,25 @@ func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reus
 			start := time.Now()
 			fmt.Fprintf(os.Stderr, "bench-scale: %d namespaces, %d repetitions (%s)\n", n, rep, sd)
 			// e2e/bench builds courier from the working directory: the root.
-			err := command(root, bench, "-controlplane-bin="+bin, "-dir="+sd, "-out="+results, "-profiles="+filepath.Join(out, "profiles", strconv.Itoa(n)),
-				"-namespaces="+strconv.Itoa(n), "-secrets="+strconv.Itoa(10*n), "-configmaps="+strconv.Itoa(5*n),
-				"-helm-releases="+strconv.Itoa(3*n/10), "-helm-bytes="+strconv.Itoa(helmBytes),
-				"-deployments="+strconv.Itoa(2*n), "-consumers="+strconv.Itoa(n),
-				"-repeats="+strconv.Itoa(rep), "-steady="+steady.String(), "-floor-at-once=false",
+			args := []string{"-controlplane-bin=" + bin, "-dir=" + sd, "-out=" + results, "-profiles=" + filepath.Join(out, "profiles", strconv.Itoa(n)),
+				"-namespaces=" + strconv.Itoa(n), "-secrets=" + strconv.Itoa(10*n), "-configmaps=" + strconv.Itoa(5*n),
+				"-helm-releases=" + strconv.Itoa(3*n/10), "-helm-bytes=" + strconv.Itoa(helmBytes),
+				"-deployments=" + strconv.Itoa(2*n), "-consumers=" + strconv.Itoa(n),
+				"-repeats=" + strconv.Itoa(rep), "-steady=" + steady.String(), "-floor-at-once=false",
 				// At 10,000 namespaces kube-apiserver's live heap is about 7 GB
 				// (every Secret decoded twice, Helm releases included):
 				// collected only at twice that, it outgrows a 24 GB machine.
-				// courier gets no limit.
+				// courier's limits are its own (-chart-limits).
 				"-controlplane-memory-limits=kube-apiserver=10GiB",
 				// Only the controllers the dataset exercises: resourcequota,
 				// the token controllers and the garbage collector would cache
 				// every Secret again on the same 2 cores (on a real cluster they
 				// run on the control plane's nodes, not beside courier).
-				"-controllers="+strings.Join(controllers, ",")).Run()
+				"-controllers=" + strings.Join(controllers, ",")}
+			if chartLimits {
+				args = append(args, "-chart-limits="+filepath.Join(root, "charts/courier/values.yaml"))
+			}
+			err := command(root, bench, args...).Run()
 			if _, statErr := os.Stat(results); statErr != nil {
 				// No results at all: the run broke off (e2e/bench writes them
 				// even when a write count is wrong).
@@ -206,7 +247,7 @@ func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reus
 		}
 	}
 	if len(all.Sizes) > 0 {
-		fmt.Print(table(all))
+		fmt.Print(table(all, all))
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%s", strings.Join(failed, "\n"))
@@ -238,7 +279,7 @@ func write(out string, all figures) error {
 	if err := os.WriteFile(filepath.Join(out, "scale.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, "scale.md"), []byte(table(all)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, "scale.md"), []byte(table(all, all)), 0o644); err != nil {
 		return err
 	}
 	return draw(out, all.Sizes)
@@ -283,8 +324,11 @@ func read(path string) (size, error) {
 	const sources = 1 + 10 + 100 + 50
 	objects := d.Secrets + d.ConfigMaps + d.Namespaces + sources + 3*d.Namespaces + d.Namespaces + d.Deployments
 	sz := size{Namespaces: d.Namespaces, Objects: objects, Scenarios: map[string]stats{}, Floors: map[string]stats{},
-		Ratios: map[string]float64{}, Writes: map[string]string{}, Memory: r.Memory, LoadSecs: r.LoadSecs, RunSecs: r.RunSecs,
-		Problems: r.Problems, BenchResultsAt: path, machine: r.Machine}
+		Ratios: map[string]float64{}, Invalid: map[string]int{}, Writes: map[string]string{}, Memory: r.Memory, LoadSecs: r.LoadSecs, RunSecs: r.RunSecs,
+		CPU: r.CPU, Problems: r.Problems, BenchResultsAt: path, machine: r.Machine}
+	if l := r.Limits; l != nil {
+		sz.Limits, sz.OOMKills = fmt.Sprintf("GOMEMLIMIT=%s, %d MiB", l.GoMemLimit, l.LimitBytes>>20), &l.OOMKills
+	}
 	for _, s := range r.Scenarios {
 		key, _, _ := strings.Cut(s.Name, ".")
 		sz.Scenarios[key] = s.Stats
@@ -292,6 +336,11 @@ func read(path string) (size, error) {
 		if s.FloorAlone != nil {
 			sz.Floors[key] = *s.FloorAlone
 			sz.Ratios[key] = median(s.PairedAlone)
+		}
+		for _, rep := range s.Repetitions {
+			if rep.Invalid != "" {
+				sz.Invalid[key]++
+			}
 		}
 		sz.Writes[key] = s.Writes
 	}
@@ -324,12 +373,19 @@ var targets = []struct {
 	exact bool
 }{
 	{"one source update → all replicas, paired ratio to the floor", 1.2, "×", func(s size) float64 { return s.Ratios[replica] }, false},
-	{"→ all consumers patched (2 s debounce included), paired ratio to the floor alone", 1.3, "×", func(s size) float64 { return s.Ratios[consume] }, false},
+	{"→ all consumers patched, paired ratio to the floor through the same 2 s debounce", 1.3, "×", func(s size) float64 { return s.Ratios[consume] }, false},
 	{"new namespace → 50 replicas", 0.2, " s", func(s size) float64 { return s.Scenarios[fresh].Median }, false},
 	{"cold start → ready and leading", 20, " s", func(s size) float64 { return s.Scenarios[start].Median }, false},
+	{"start → ready, paired ratio to a bare client filling the same caches", 1.2, "×", func(s size) float64 { return s.Ratios[start] }, false},
 	{"steady RSS", 256, " MiB", func(s size) float64 { return s.Memory["steadyRssBytes"] / (1 << 20) }, false},
 	{"Go heap per cached object", 1.5, " KiB", func(s size) float64 { return s.HeapPerObject / 1024 }, false},
 	{"write counts other than N + D per change, 0 per restart, 0 idle", 0, "", func(s size) float64 { return float64(len(s.Problems)) }, true},
+	{"OOM kills under the chart's memory limits (`-chart-limits`)", 0, "", func(s size) float64 {
+		if s.OOMKills == nil {
+			return math.NaN()
+		}
+		return float64(*s.OOMKills)
+	}, true},
 }
 
 // minRuns is how many independent runs (invocations, each on fresh control
@@ -370,21 +426,31 @@ func judge(all []float64, limit float64, unit string) string {
 	return fmt.Sprintf("%.3g%s [%.3g–%.3g] over %d runs: %s", m, unit, slices.Min(values), slices.Max(values), len(values), verdict)
 }
 
-// table is the Markdown table of runs[0]'s figures, then the targets at
-// each of its sizes judged over every run that measured that size.
-func table(runs ...figures) string {
-	all := runs[0]
+// table is the Markdown table of shown's figures, then the targets at each
+// of its sizes judged over every run that measured that size.
+func table(shown figures, runs ...figures) string {
+	all := shown
 	var b strings.Builder
-	fmt.Fprintf(&b, "courier bench-scale — %s — commit %s — %s\n\n", all.Date, all.Commit, all.Machine)
-	b.WriteString("| namespaces | cached objects | repetitions | 3a replicas: median (floor) | 3b consumers: median (floor alone) | new namespace | 5: 100 sources at once | start → ready (a bare client filling the same caches) | restart writes | steady RSS | peak RSS | Go heap | heap / object | idle: requests, writes | load | run |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	if all.Commit != "" {
+		fmt.Fprintf(&b, "courier bench-scale — %s — commit %s — %s\n\n", all.Date, all.Commit, all.Machine)
+	}
+	b.WriteString("| namespaces | cached objects | repetitions (invalid, rerun) | 3a replicas: median (floor) | 3b consumers: median (floor through the debounce) | new namespace | 5: 100 sources at once | start → ready (a bare client filling the same caches) | restart writes | steady RSS | peak RSS | Go heap | live heap after a GC | heap / object | GC share of steady CPU | memory limits (OOM kills) | idle: requests, writes | load | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range all.Sizes {
-		fmt.Fprintf(&b, "| %d | %d | %d | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %.0f MiB | %.0f MiB | %.0f MiB | %.0f B | %.0f, %s | %s | %s |\n",
-			s.Namespaces, s.Objects, s.Repeats, secs(s.Scenarios[replica].Median), secs(s.Floors[replica].Median),
+		limits := "none"
+		if s.OOMKills != nil {
+			limits = fmt.Sprintf("%s (%d)", s.Limits, *s.OOMKills)
+		}
+		gc := "–"
+		if s.CPU["steady"] > 0 {
+			gc = fmt.Sprintf("%.0f%%", 100*s.CPU["steadyGc"]/s.CPU["steady"])
+		}
+		fmt.Fprintf(&b, "| %d | %d | %d (%d) | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %.0f MiB | %.0f MiB | %.0f MiB | %s | %.0f B | %s | %s | %.0f, %s | %s | %s |\n",
+			s.Namespaces, s.Objects, s.Repeats, s.Invalid[replica]+s.Invalid[consume], secs(s.Scenarios[replica].Median), secs(s.Floors[replica].Median),
 			secs(s.Scenarios[consume].Median), secs(s.Floors[consume].Median), secs(s.Scenarios[fresh].Median),
 			secs(s.Scenarios[burst].Median), secs(s.Scenarios[start].Median), secs(s.Floors[start].Median), s.Writes[restart],
 			s.Memory["steadyRssBytes"]/(1<<20), s.Memory["peakRssBytes"]/(1<<20), s.Memory["steadyHeapBytes"]/(1<<20),
-			s.HeapPerObject, s.Scenarios[idle].Median, s.Writes[idle], minutes(s.LoadSecs), minutes(s.RunSecs))
+			mibOrDash(s.Memory["steadyLiveHeapBytes"]), s.HeapPerObject, gc, limits, s.Scenarios[idle].Median, s.Writes[idle], minutes(s.LoadSecs), minutes(s.RunSecs))
 	}
 	fmt.Fprintf(&b, "\nThe targets (issue #17) are set for 10,000 namespaces; they are judged at every size, over at least %d independent runs (`-judge`).\n", minRuns)
 	b.WriteString("\n| target (medians) | limit |")
@@ -404,11 +470,16 @@ func table(runs ...figures) string {
 				}
 			}
 			if t.exact {
+				measured := slices.DeleteFunc(slices.Clone(values), math.IsNaN)
+				if len(measured) == 0 {
+					b.WriteString(" not measured |")
+					continue
+				}
 				verdict := "holds"
-				if slices.ContainsFunc(values, func(v float64) bool { return math.IsNaN(v) || v > t.limit }) {
+				if slices.ContainsFunc(measured, func(v float64) bool { return v > t.limit }) {
 					verdict = "**missed**"
 				}
-				fmt.Fprintf(&b, " %.3g%s in each of %d runs: %s |", slices.Max(values), t.unit, len(values), verdict)
+				fmt.Fprintf(&b, " %.3g%s in each of %d runs: %s |", slices.Max(measured), t.unit, len(measured), verdict)
 				continue
 			}
 			fmt.Fprintf(&b, " %s |", judge(values, t.limit, t.unit))
@@ -416,6 +487,13 @@ func table(runs ...figures) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+func mibOrDash(b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MiB", b/(1<<20))
 }
 
 func secs(v float64) string {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestJudgeRepetitions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reps    []repetition
+		invalid []string // per repetition: a part of the reason, or "" for valid
+		ratios  []float64
+	}{{
+		name:    "steady floors: every repetition counts, ratio to the mean of its floors",
+		reps:    []repetition{{Seconds: 12, FloorBefore: 10, FloorAfter: 10}, {Seconds: 12.1, FloorBefore: 10, FloorAfter: 12}, {Seconds: 10.5, FloorBefore: 12, FloorAfter: 9}},
+		invalid: []string{"", "", "before (12.000s) is slower than courier"},
+		ratios:  []float64{1.2, 12.1 / 11},
+	}, {
+		// Run D's 3a at 10,000 namespaces: floors of 13.3 and 13.5 s against
+		// courier's 10.6–12.3 s; rerun until three floors behave.
+		name: "a floor slower than courier is no floor",
+		reps: []repetition{{Seconds: 10.6, FloorBefore: 13.3, FloorAfter: 13.5}, {Seconds: 12.3, FloorBefore: 13.5, FloorAfter: 6.1},
+			{Seconds: 11.7, FloorBefore: 6.1, FloorAfter: 5.8}, {Seconds: 11, FloorBefore: 5.8, FloorAfter: 6}, {Seconds: 11.5, FloorBefore: 6, FloorAfter: 6.2}},
+		invalid: []string{"before (13.300s) is slower", "before (13.500s) is slower", "", "", ""},
+		ratios:  []float64{11.7 / 5.95, 11 / 5.9, 11.5 / 6.1},
+	}, {
+		name:    "a floor far faster than the others is off the median",
+		reps:    []repetition{{Seconds: 3, FloorBefore: 2, FloorAfter: 2}, {Seconds: 3, FloorBefore: 2, FloorAfter: 1}, {Seconds: 3, FloorBefore: 2, FloorAfter: 2.1}},
+		invalid: []string{"", "after (1.000s) is -50% off", ""},
+		ratios:  []float64{1.5, 3 / 2.05},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := judgeRepetitions(tc.reps)
+			for i, r := range got {
+				if (tc.invalid[i] == "") != (r.Invalid == "") || !strings.Contains(r.Invalid, tc.invalid[i]) {
+					t.Errorf("repetition %d: invalid %q, want %q", i+1, r.Invalid, tc.invalid[i])
+				}
+			}
+			_, _, ratios := valid(got)
+			if len(ratios) != len(tc.ratios) {
+				t.Fatalf("ratios %v, want %v", ratios, tc.ratios)
+			}
+			for i := range ratios {
+				if d := ratios[i] - tc.ratios[i]; d > 1e-9 || d < -1e-9 {
+					t.Errorf("ratio %d = %g, want %g", i+1, ratios[i], tc.ratios[i])
+				}
+			}
+		})
+	}
+}
