@@ -146,12 +146,9 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 		// Before the reverts below, which make the replica flap too.
 		name: "an input that changes too often",
 		drive: func(t *testing.T) {
-			ns := newNamespace(t, "flap", nil)
-			createConfigMap(t, ns, "flappy", nil, map[string]string{"k": "0"})
-			createDeployment(t, ns, "flap", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("configmap", "flappy", "k")}, nil, nil))
-			settled(t, ns, "flap")
+			ns := configConsumer(t, "flap")
 			for i := range 5 { // more than --reload-storm-changes, each beyond the debounce
-				updateConfigMap(t, ns, "flappy", func(c *corev1.ConfigMap) { c.Data["k"] = fmt.Sprint(i + 1) })
+				updateConfigMap(t, ns, "cfg", func(c *corev1.ConfigMap) { c.Data["k"] = fmt.Sprint(i + 1) })
 				time.Sleep(500 * time.Millisecond)
 			}
 		},
@@ -220,12 +217,9 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 	}, {
 		name: "a rollout refused by an admission policy",
 		drive: func(t *testing.T) {
-			ns := newNamespace(t, "stuck", nil)
-			createConfigMap(t, ns, "cfg", nil, map[string]string{"k": "1"})
-			createDeployment(t, ns, "stuck", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("configmap", "cfg", "k")}, nil, nil))
-			settled(t, ns, "stuck")
+			ns := configConsumer(t, "stuck")
 			frozenPodTemplates(t, ns)
-			updateConfigMap(t, ns, "cfg", func(c *corev1.ConfigMap) { c.Data["k"] = "2" })
+			updateConfigMap(t, ns, "cfg", func(c *corev1.ConfigMap) { c.Data["k"] = "changed" })
 		},
 		moves:  []panelMove{{"Reloads", 0, map[string]string{"kind": "Deployment", "result": "error"}, fromBelow(0.01)}},
 		alerts: map[string]string{"CourierReloadErrors": "pending"},
@@ -364,6 +358,17 @@ func checkEveryPanelAndRuleIsMoved(t *testing.T, steps []dashboardStep, queries 
 	if t.Failed() {
 		t.FailNow()
 	}
+}
+
+// configConsumer makes a namespace (prefix) with ConfigMap cfg consumed by
+// Deployment app, opted in, waits for its baseline and returns the namespace.
+func configConsumer(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := newNamespace(t, prefix, nil)
+	createConfigMap(t, ns, "cfg", nil, map[string]string{"k": "0"})
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("configmap", "cfg", "k")}, nil, nil))
+	settled(t, ns, "app")
+	return ns
 }
 
 // courierVersion is the version and Go version `courier version` prints,

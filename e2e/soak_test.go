@@ -93,6 +93,18 @@ func (k *soak) changed(ns string, n int) {
 	k.changedAt[ns] = time.Now()
 }
 
+// changesBefore is the count of ns's consumed changes a consumer created now
+// comes after. A change made just before may reach the replica after the
+// consumer is there, and courier then rightly rolls it out: such a change
+// (and its revert) counts as after.
+func (k *soak) changesBefore(ns string) int {
+	n := k.changes[ns]
+	if time.Since(k.changedAt[ns]) < 2*time.Second {
+		n -= 2
+	}
+	return n
+}
+
 // did records operation op (on ns, "" for none) in the trace.
 func (k *soak) did(op, ns string) {
 	k.ops[op]++
@@ -404,10 +416,7 @@ func (k *soak) step(bystanders map[string]string) {
 		ns := k.pick()
 		if _, ok := k.rolls[ns]; !ok {
 			k.did("create a Rollout consumer", ns)
-			k.rolls[ns] = k.changes[ns]
-			if time.Since(k.changedAt[ns]) < 2*time.Second {
-				k.rolls[ns] -= 2
-			}
+			k.rolls[ns] = k.changesBefore(ns)
 			tmpl := map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "roll"}},
 				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1",
 					"env": []any{keyRefEnv("alpha"), keyRefEnv("delta")}}}}}
@@ -418,12 +427,7 @@ func (k *soak) step(bystanders map[string]string) {
 		ns := k.pick()
 		if _, ok := k.apps[ns]; !ok {
 			k.did("create consumer", ns)
-			// A change made just before may reach the replica after the
-			// Deployment is there: courier then rightly rolls it out.
-			k.apps[ns] = k.changes[ns]
-			if time.Since(k.changedAt[ns]) < 2*time.Second {
-				k.apps[ns] -= 2
-			}
+			k.apps[ns] = k.changesBefore(ns)
 			createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "alpha", "k"), keyRef("secret", "delta", "k")}, nil, nil))
 		}
 	case op < 84:
@@ -500,21 +504,21 @@ func (k *soak) step(bystanders map[string]string) {
 	default:
 		switch k.rng.IntN(6) {
 		case 0:
-			k.did("kill courier", "")
-			chaos.perturbations.Add(1)
-			k.courier.Signal(syscall.SIGKILL)
-			k.courier.Wait(5 * time.Second)
-			k.kills++
-			k.start()
+			k.kill("kill courier", k.courier, k.start)
 		case 1:
-			k.did("kill the second installation", "")
-			chaos.perturbations.Add(1)
-			k.second.Signal(syscall.SIGKILL)
-			k.second.Wait(5 * time.Second)
-			k.kills++
-			k.startSecond()
+			k.kill("kill the second installation", k.second, k.startSecond)
 		}
 	}
+}
+
+// kill SIGKILLs p and starts its installation again.
+func (k *soak) kill(op string, p *courierProcess, start func()) {
+	k.did(op, "")
+	chaos.perturbations.Add(1)
+	p.Signal(syscall.SIGKILL)
+	p.Wait(5 * time.Second)
+	k.kills++
+	start()
 }
 
 // keyRefEnv is an env entry reading key k of Secret name, unstructured.
