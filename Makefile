@@ -64,7 +64,7 @@ run: build
 ## check: lint and unit tests, the inner loop (no control plane needed)
 check: lint unit
 
-## test: check, then the end-to-end tests against the local control plane, the benchmark on a tiny dataset, and a part of the end-to-end suite on the oldest supported Kubernetes (what CI runs) [about 46 min; the first run on a machine also builds the control planes, the integrations, cosign and the Kyverno CLI, about 31 min]
+## test: check, then the end-to-end tests against the local control plane, the benchmark on a tiny dataset, and a part of the end-to-end suite on the oldest supported Kubernetes (what CI runs) [about 50 min; the first run on a machine also builds the control planes, the integrations, cosign and the Kyverno CLI, about 31 min]
 test: check
 	$(MAKE) e2e
 	$(MAKE) bench-smoke
@@ -76,7 +76,7 @@ unit:
 	cd release && $(GO) test -race -count=1 ./...
 	cd e2e/bench/scale && $(GO) test -race -count=1 ./...
 
-## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too; the fault campaign's bounded part among them) [about 35 min]
+## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too; the fault campaign's bounded part among them) [about 38 min]
 # cosign and the Kyverno CLI (the release test's verifiers) are built, when
 # cold, before the suite's timeout starts.
 e2e: prometheus
