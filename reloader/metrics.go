@@ -25,9 +25,7 @@ func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
 	}
 	reg.MustRegister(m.reloads, m.skipped, m.latency)
 	metrics.Zero(m.reloads, workload.Kinds, []string{"success", "error", resultNotified})
-	for _, kind := range workload.Kinds { // as Zero does: the first rollout is an increase
-		m.latency.WithLabelValues(kind)
-	}
+	metrics.ZeroHistogram(m.latency, workload.Kinds)
 	metrics.Zero(m.skipped, []string{skipFirstSight, skipMissing, skipAppeared, skipHeld, skipOwnRollout, skipSuppressed})
 	return m
 }

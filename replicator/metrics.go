@@ -49,9 +49,7 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 		metrics.Zero(v, kinds)
 	}
 	metrics.Zero(m.invalidAnnotations, kinds, []string{wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations})
-	for _, kind := range kinds { // as Zero does: the first write is an increase
-		m.latency.WithLabelValues(kind)
-	}
+	metrics.ZeroHistogram(m.latency, kinds)
 	return m
 }
 

@@ -38,10 +38,20 @@ func NewRegistry() *prometheus.Registry {
 // each series exists before its first event: rate() and alert rules then see
 // the first event as an increase, and dashboards show 0 rather than no data.
 func Zero(vec *prometheus.CounterVec, values ...[]string) {
+	each(values, func(lv []string) { vec.WithLabelValues(lv...) })
+}
+
+// ZeroHistogram is Zero for a histogram: its first observation is an increase.
+func ZeroHistogram(vec *prometheus.HistogramVec, values ...[]string) {
+	each(values, func(lv []string) { vec.WithLabelValues(lv...) })
+}
+
+// each calls f with every combination of values, one from each list.
+func each(values [][]string, f func([]string)) {
 	var walk func(prefix []string, rest [][]string)
 	walk = func(prefix []string, rest [][]string) {
 		if len(rest) == 0 {
-			vec.WithLabelValues(prefix...)
+			f(prefix)
 			return
 		}
 		for _, v := range rest[0] {
