@@ -568,7 +568,10 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
-	b, _ := json.MarshalIndent(r, "", "  ")
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
 	if err := os.WriteFile(o.out, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
@@ -883,12 +886,18 @@ func report(w *os.File, r *results) {
 	for _, s := range r.Scenarios {
 		alone, aloneRatio, floor, ratio := "-", "-", "-", "-"
 		if s.FloorAlone != nil {
-			alone, aloneRatio = fmt.Sprintf("%.3f", s.FloorAlone.Median), spread(s.PairedAlone, "×")
+			alone, aloneRatio = s.FloorAlone.median(), spread(s.PairedAlone, "×")
 		}
 		if s.Floor != nil {
-			floor, ratio = fmt.Sprintf("%.3f", s.Floor.Median), spread(s.PairedAtOnce, "×")
+			floor, ratio = s.Floor.median(), spread(s.PairedAtOnce, "×")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, s.Stats.Median, s.Stats.P99, alone, aloneRatio, floor, ratio, s.Writes, s.Want)
+		med, p99 := s.Stats.median(), "-"
+		if s.Stats.N > 0 {
+			p99 = fmt.Sprintf("%.3f", s.Stats.P99)
+		} else {
+			med = "no valid repetition"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Stats.N, med, p99, alone, aloneRatio, floor, ratio, s.Writes, s.Want)
 	}
 	tw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -27,7 +27,9 @@ import (
 )
 
 // stats are the median and 99th percentile of a sample, in seconds, and the
-// sample itself in the order it was measured.
+// sample itself in the order it was measured. An empty sample (N = 0: every
+// repetition invalid) has no median; its zeros are not measurements, and
+// readers look at N first (JSON has no NaN).
 type stats struct {
 	N       int       `json:"n"`
 	Median  float64   `json:"median"`
@@ -37,7 +39,7 @@ type stats struct {
 
 func summarize(xs []float64) stats {
 	if len(xs) == 0 {
-		return stats{Median: math.NaN(), P99: math.NaN()}
+		return stats{}
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -49,6 +51,14 @@ func summarize(xs []float64) stats {
 	// the report says so.
 	p99 := s[int(math.Ceil(0.99*float64(len(s))))-1]
 	return stats{N: len(s), Median: med, P99: p99, Samples: xs}
+}
+
+// median is the sample's median for a report, "-" when there is none.
+func (s stats) median() string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", s.Median)
 }
 
 // divide pairs a and b by index: a[i] / b[i].

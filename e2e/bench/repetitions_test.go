@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,24 @@ func TestJudgeRepetitions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEveryRepetitionInvalidStillWritesResults: the second bench-scale run
+// at 1,000 namespaces had all six repetitions of 3a invalid; its median was
+// NaN, results.json could not be encoded and was written empty. A scenario
+// with no valid repetition is N = 0 and encodes.
+func TestEveryRepetitionInvalidStillWritesResults(t *testing.T) {
+	s := timedAgainstFloor("3a. one source update → all replicas", []repetition{
+		{Seconds: 0.62, FloorBefore: 1.21, FloorAfter: 0.83}, {Seconds: 0.7, FloorBefore: 0.83, FloorAfter: 0.46}, {Seconds: 0.86, FloorBefore: 0.46, FloorAfter: 0.55}})
+	if s.Stats.N != 0 || len(s.PairedAlone) != 0 {
+		t.Fatalf("every repetition invalid, yet stats %+v, ratios %v", s.Stats, s.PairedAlone)
+	}
+	b, err := json.Marshal(results{Scenarios: []scenario{s}})
+	if err != nil {
+		t.Fatalf("results do not encode: %v", err)
+	}
+	if !strings.Contains(string(b), `"n":0`) || strings.Count(string(b), `"invalid":`) != 3 {
+		t.Errorf("results: %s", b)
 	}
 }

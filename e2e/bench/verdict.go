@@ -95,7 +95,11 @@ func verdicts(w io.Writer, files []string) error {
 		if len(all) == 0 {
 			verdict = "no samples"
 		}
-		row = append(row, fmt.Sprintf("%.3g%s", summarize(all).Median, t.unit), fmt.Sprintf("%d of %d", over, len(all)), verdict)
+		median := "-"
+		if len(all) > 0 {
+			median = fmt.Sprintf("%.3g%s", summarize(all).Median, t.unit)
+		}
+		row = append(row, median, fmt.Sprintf("%d of %d", over, len(all)), verdict)
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()

@@ -70,6 +70,15 @@ type stats struct {
 	P99    float64 `json:"p99"`
 }
 
+// median is NaN for a sample of no valid repetition (N = 0: e2e/bench
+// writes its median as 0, JSON having no NaN).
+func (s stats) median() float64 {
+	if s.N == 0 {
+		return math.NaN()
+	}
+	return s.Median
+}
+
 // figures is scale.json: the run's context and each size's figures.
 type figures struct {
 	Date    string `json:"date"`
@@ -335,7 +344,9 @@ func read(path string) (size, error) {
 		sz.Repeats = max(sz.Repeats, s.Stats.N)
 		if s.FloorAlone != nil {
 			sz.Floors[key] = *s.FloorAlone
-			sz.Ratios[key] = median(s.PairedAlone)
+			if len(s.PairedAlone) > 0 { // none when every repetition was invalid
+				sz.Ratios[key] = median(s.PairedAlone)
+			}
 		}
 		for _, rep := range s.Repetitions {
 			if rep.Invalid != "" {
@@ -362,6 +373,14 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// ratio is the median paired ratio of scenario key, NaN when it has none.
+func (s size) ratio(key string) float64 {
+	if r, ok := s.Ratios[key]; ok {
+		return r
+	}
+	return math.NaN()
+}
+
 // The targets of issue #17, at every size.
 var targets = []struct {
 	name  string
@@ -372,11 +391,11 @@ var targets = []struct {
 	// every run on its own.
 	exact bool
 }{
-	{"one source update → all replicas, paired ratio to the floor", 1.2, "×", func(s size) float64 { return s.Ratios[replica] }, false},
-	{"→ all consumers patched, paired ratio to the floor through the same 2 s debounce", 1.3, "×", func(s size) float64 { return s.Ratios[consume] }, false},
-	{"new namespace → 50 replicas", 0.2, " s", func(s size) float64 { return s.Scenarios[fresh].Median }, false},
-	{"cold start → ready and leading", 20, " s", func(s size) float64 { return s.Scenarios[start].Median }, false},
-	{"start → ready, paired ratio to a bare client filling the same caches", 1.2, "×", func(s size) float64 { return s.Ratios[start] }, false},
+	{"one source update → all replicas, paired ratio to the floor", 1.2, "×", func(s size) float64 { return s.ratio(replica) }, false},
+	{"→ all consumers patched, paired ratio to the floor through the same 2 s debounce", 1.3, "×", func(s size) float64 { return s.ratio(consume) }, false},
+	{"new namespace → 50 replicas", 0.2, " s", func(s size) float64 { return s.Scenarios[fresh].median() }, false},
+	{"cold start → ready and leading", 20, " s", func(s size) float64 { return s.Scenarios[start].median() }, false},
+	{"start → ready, paired ratio to a bare client filling the same caches", 1.2, "×", func(s size) float64 { return s.ratio(start) }, false},
 	{"steady RSS", 256, " MiB", func(s size) float64 { return s.Memory["steadyRssBytes"] / (1 << 20) }, false},
 	{"Go heap per cached object", 1.5, " KiB", func(s size) float64 { return s.HeapPerObject / 1024 }, false},
 	{"write counts other than N + D per change, 0 per restart, 0 idle", 0, "", func(s size) float64 { return float64(len(s.Problems)) }, true},
@@ -410,13 +429,18 @@ func readRuns(paths []string) ([]figures, error) {
 }
 
 // judge is a target's cell: over fewer than minRuns runs that measured it
-// (a NaN is a run that did not), the first value and "inconclusive"; over
+// (a NaN is a run that did not, e.g. every repetition invalid), the first
+// value and "inconclusive"; over
 // more, the median of the runs' values (each a median of its
 // repetitions), their range, and whether the median is within limit.
 func judge(all []float64, limit float64, unit string) string {
 	values := slices.DeleteFunc(slices.Clone(all), math.IsNaN)
 	if len(values) < minRuns {
-		return fmt.Sprintf("%.3g%s inconclusive (%d of %d runs)", all[0], unit, len(values), minRuns)
+		shown := "no valid repetition,"
+		if !math.IsNaN(all[0]) {
+			shown = fmt.Sprintf("%.3g%s", all[0], unit)
+		}
+		return fmt.Sprintf("%s inconclusive (%d of %d runs)", shown, len(values), minRuns)
 	}
 	m := median(values)
 	verdict := "holds"
@@ -446,9 +470,9 @@ func table(shown figures, runs ...figures) string {
 			gc = fmt.Sprintf("%.0f%%", 100*s.CPU["steadyGc"]/s.CPU["steady"])
 		}
 		fmt.Fprintf(&b, "| %d | %d | %d (%d) | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %.0f MiB | %.0f MiB | %.0f MiB | %s | %.0f B | %s | %s | %.0f, %s | %s | %s |\n",
-			s.Namespaces, s.Objects, s.Repeats, s.Invalid[replica]+s.Invalid[consume], secs(s.Scenarios[replica].Median), secs(s.Floors[replica].Median),
-			secs(s.Scenarios[consume].Median), secs(s.Floors[consume].Median), secs(s.Scenarios[fresh].Median),
-			secs(s.Scenarios[burst].Median), secs(s.Scenarios[start].Median), secs(s.Floors[start].Median), s.Writes[restart],
+			s.Namespaces, s.Objects, s.Repeats, s.Invalid[replica]+s.Invalid[consume], secs(s.Scenarios[replica].median()), secs(s.Floors[replica].median()),
+			secs(s.Scenarios[consume].median()), secs(s.Floors[consume].median()), secs(s.Scenarios[fresh].median()),
+			secs(s.Scenarios[burst].median()), secs(s.Scenarios[start].median()), secs(s.Floors[start].median()), s.Writes[restart],
 			s.Memory["steadyRssBytes"]/(1<<20), s.Memory["peakRssBytes"]/(1<<20), s.Memory["steadyHeapBytes"]/(1<<20),
 			mibOrDash(s.Memory["steadyLiveHeapBytes"]), s.HeapPerObject, gc, limits, s.Scenarios[idle].Median, s.Writes[idle], minutes(s.LoadSecs), minutes(s.RunSecs))
 	}
@@ -517,7 +541,9 @@ func draw(dir string, all []size) error {
 	points := func(x func(size) float64, y func(size) float64) plotter.XYs {
 		var xys plotter.XYs
 		for _, s := range all {
-			xys = append(xys, plotter.XY{X: x(s), Y: y(s)})
+			if v := y(s); !math.IsNaN(v) { // a size without a valid repetition has no point
+				xys = append(xys, plotter.XY{X: x(s), Y: v})
+			}
 		}
 		return xys
 	}
@@ -531,8 +557,8 @@ func draw(dir string, all []size) error {
 		lines             []any
 	}{
 		{"replicas.svg", "One source update → the last replica", "namespaces", "seconds (median)", []any{
-			"courier", points(ns, func(s size) float64 { return s.Scenarios[replica].Median }),
-			"floor (a no-logic client)", points(ns, func(s size) float64 { return s.Floors[replica].Median }),
+			"courier", points(ns, func(s size) float64 { return s.Scenarios[replica].median() }),
+			"floor (a no-logic client)", points(ns, func(s size) float64 { return s.Floors[replica].median() }),
 		}},
 		{"memory.svg", "courier's memory", "cached objects", "MiB", []any{
 			"steady RSS", points(objs, mib("steadyRssBytes")),
@@ -540,7 +566,7 @@ func draw(dir string, all []size) error {
 			"Go heap in use", points(objs, mib("steadyHeapBytes")),
 		}},
 		{"startup.svg", "Start → ready and leading", "cached objects", "seconds (median)", []any{
-			"courier", points(objs, func(s size) float64 { return s.Scenarios[start].Median }),
+			"courier", points(objs, func(s size) float64 { return s.Scenarios[start].median() }),
 		}},
 	}
 	for _, c := range charts {

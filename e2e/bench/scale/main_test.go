@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ func TestJudge(t *testing.T) {
 		{[]float64{0.91, 2.01}, "0.91× inconclusive (2 of 3 runs)"},
 		{[]float64{0.91, 2.01, 1.1}, "1.1× [0.91–2.01] over 3 runs: holds"},
 		{[]float64{1.3, 2.01, 1.1}, "1.3× [1.1–2.01] over 3 runs: **missed**"},
-		{[]float64{math.NaN(), 1, 1}, "NaN× inconclusive (2 of 3 runs)"},
+		{[]float64{math.NaN(), 1, 1}, "no valid repetition, inconclusive (2 of 3 runs)"},
 	} {
 		if got := judge(c.values, 1.2, "×"); !strings.Contains(got, c.want) {
 			t.Errorf("judge(%v) = %q, want %q", c.values, got, c.want)
@@ -68,5 +69,46 @@ func TestOOMKillsAreJudgedOnlyWhereLimited(t *testing.T) {
 		if got := row(figures{Sizes: []size{{Namespaces: 10000, OOMKills: c.kills}}}); !strings.Contains(got, c.want) {
 			t.Errorf("OOM kills %v: %s, want %q", c.kills, got, c.want)
 		}
+	}
+}
+
+// TestAScenarioWithNoValidRepetition: e2e/bench writes a scenario whose
+// every repetition was invalid as N = 0 with no paired ratio. It is read as
+// not measured (never as 0 s or 0×): its targets are inconclusive, its cells
+// a dash, and scale.json and the pictures are still written.
+func TestAScenarioWithNoValidRepetition(t *testing.T) {
+	dir := t.TempDir()
+	results := filepath.Join(dir, "1000", "results.json")
+	writeFile(t, results, `{"dataset": {"Namespaces": 1000}, "scenarios": [
+	  {"name": "1. start → ready", "seconds": {"n": 3, "median": 1.3, "p99": 1.4}, "floorAloneSeconds": {"n": 3, "median": 0.9}, "pairedRatiosToFloorAlone": [1.4, 1.44, 1.5]},
+	  {"name": "3a. one source update → all replicas", "seconds": {"n": 0, "median": 0, "p99": 0}, "floorAloneSeconds": {"n": 0, "median": 0},
+	   "repetitions": [{"seconds": 0.62, "invalid": "the floor before (1.210s) is slower than courier (0.620s)"}, {"seconds": 0.7, "invalid": "the floor before (0.830s) is slower than courier (0.700s)"}]}],
+	  "memory": {"steadyRssBytes": 78643200}}`)
+	sz, err := read(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sz.ratio(replica); !math.IsNaN(r) {
+		t.Errorf("3a's ratio = %g, want none", r)
+	}
+	if sz.Invalid[replica] != 2 || sz.Repeats != 3 {
+		t.Errorf("invalid %v, repeats %d", sz.Invalid, sz.Repeats)
+	}
+	f := figures{Sizes: []size{sz}}
+	got := table(f, f, f, f)
+	for _, want := range []string{
+		"| 1000 | ", " 3 (2) | – (–) |",
+		"| one source update → all replicas, paired ratio to the floor | ≤ 1.2× | no valid repetition, inconclusive (0 of 3 runs) |",
+		"| start → ready, paired ratio to a bare client filling the same caches | ≤ 1.2× | 1.44× [1.44–1.44] over 3 runs: **missed** |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if err := write(dir, f); err != nil {
+		t.Fatalf("scale.json and pictures: %v", err)
+	}
+	if v, err := figureValue(sz, "3a-ratio"); err != nil || v != "–" {
+		t.Errorf("quoted 3a ratio %q, %v", v, err)
 	}
 }

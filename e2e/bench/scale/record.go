@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -111,16 +112,21 @@ var documents = []string{"BENCHMARKS.md", "docs/scale.md", "README.md"}
 // figureValue is the figure name of s, as the documents quote it.
 func figureValue(s size, name string) (string, error) {
 	mib := func(key string) string { return fmt.Sprintf("%.0f MiB", s.Memory[key]/(1<<20)) }
-	ratio := func(key string) string { return fmt.Sprintf("%.2f×", s.Ratios[key]) }
+	ratio := func(key string) string {
+		if math.IsNaN(s.ratio(key)) {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", s.ratio(key))
+	}
 	switch name {
 	case "run":
 		return s.Run, nil
 	case "objects":
 		return thousands(s.Objects), nil
 	case "3a", "3b", "start":
-		return secs(s.Scenarios[map[string]string{"3a": replica, "3b": consume, "start": start}[name]].Median), nil
+		return secs(s.Scenarios[map[string]string{"3a": replica, "3b": consume, "start": start}[name]].median()), nil
 	case "3a-floor", "3b-floor", "start-floor":
-		return secs(s.Floors[map[string]string{"3a-floor": replica, "3b-floor": consume, "start-floor": start}[name]].Median), nil
+		return secs(s.Floors[map[string]string{"3a-floor": replica, "3b-floor": consume, "start-floor": start}[name]].median()), nil
 	case "3a-ratio":
 		return ratio(replica), nil
 	case "3b-ratio":
