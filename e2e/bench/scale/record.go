@@ -36,7 +36,14 @@ func record(root, dir string) (string, error) {
 	if strings.HasSuffix(f.Commit, "-dirty") {
 		return "", fmt.Errorf("%s was measured on a dirty tree (%s): commit, then measure", dir, f.Commit)
 	}
+	// Runs of one commit on one day are told apart by a number.
 	id := f.Date[:10] + "-" + f.Commit
+	for n := 2; ; n++ {
+		if _, err := os.Stat(filepath.Join(root, runsDir, id)); os.IsNotExist(err) {
+			break
+		}
+		id = fmt.Sprintf("%s-%s-%d", f.Date[:10], f.Commit, n)
+	}
 	out := filepath.Join(root, runsDir, id)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err

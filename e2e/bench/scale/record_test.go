@@ -46,6 +46,13 @@ func TestRecordThenTables(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, runsDir, id, "1000/results.json")); err != nil {
 		t.Errorf("raw results not committed: %v", err)
 	}
+	// A second run of the same commit on the same day is a run of its own.
+	if again, err := record(root, run); err != nil || again != id+"-2" {
+		t.Errorf("the same commit's second run recorded as %q (%v), want %q", again, err, id+"-2")
+	}
+	if err := os.RemoveAll(filepath.Join(root, runsDir, id+"-2")); err != nil {
+		t.Fatal(err)
+	}
 	if err := tables(root, false); err != nil {
 		t.Fatal(err)
 	}
