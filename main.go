@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -134,21 +135,16 @@ func run(ctx context.Context, o config.Options, logger *zap.Logger) error {
 	}
 	reg := metrics.NewRegistry()
 	metrics.RegisterClientGo(reg)
-	client, err := kubernetes.NewForConfig(cfg)
+	cs, err := newClients(cfg, len(o.ReloadResources) > 0 || o.ReloadCSI)
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	var dyn dynamic.Interface
-	if len(o.ReloadResources) > 0 || o.ReloadCSI {
-		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
-			return fmt.Errorf("build Kubernetes client: %w", err)
-		}
-	}
+	client := cs.kube
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(eventsink.New(ctx, &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, eventsink.Workers, eventsink.Queue, logger))
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: wellknown.FieldManager})
-	d, err := build(o, client, dyn, recorder, reg, logger)
+	d, err := build(o, cs, recorder, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -216,10 +212,35 @@ type daemon struct {
 	isLeader    prometheus.Gauge // registered by run once the caches synced
 }
 
+// clients are courier's API clients: kube and dyn for writes and for what
+// must fail fast (the Lease), watchKube and watchDyn for the informers, which
+// wait out an API server that cannot serve (informers.WaitOut).
+type clients struct {
+	kube, watchKube kubernetes.Interface
+	dyn, watchDyn   dynamic.Interface // nil without --reload-resources or --reload-csi
+}
+
+func newClients(cfg *rest.Config, dynamicToo bool) (cs clients, err error) {
+	watchCfg := informers.WaitOut(cfg)
+	if cs.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	if cs.watchKube, err = kubernetes.NewForConfig(watchCfg); err != nil || !dynamicToo {
+		return cs, err
+	}
+	if cs.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	cs.watchDyn, err = dynamic.NewForConfig(watchCfg)
+	return cs, err
+}
+
 // build wires the informers and the controllers, registering every metric
-// courier exports in reg (docs/reference.md lists them from here); dyn is
-// needed only with --reload-resources or --reload-csi. Nothing starts.
-func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger) (*daemon, error) {
+// courier exports in reg (docs/reference.md lists them from here); the
+// dynamic clients are needed only with --reload-resources or --reload-csi.
+// Nothing starts.
+func build(o config.Options, cs clients, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger) (*daemon, error) {
+	client, dyn := cs.kube, cs.dyn
 	scopeLabels, err := config.ResourceLabelKeys(o.ResourceLabelSelector)
 	if err != nil {
 		return nil, err // Parse checked it
@@ -230,18 +251,18 @@ func build(o config.Options, client kubernetes.Interface, dyn dynamic.Interface,
 	}
 	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
 	scope := informers.Scope{Namespaces: o.WatchNamespaces, ResourceLabels: o.ResourceLabelSelector}
-	inf, err := informers.New(client, roles, scope, logger)
+	inf, err := informers.New(cs.watchKube, roles, scope, logger)
 	if err != nil {
 		return nil, err
 	}
 	if len(o.ReloadResources) > 0 {
-		if inf.Custom, err = informers.NewCustom(dyn, o.ReloadResources, scope, logger); err != nil {
+		if inf.Custom, err = informers.NewCustom(cs.watchDyn, o.ReloadResources, scope, logger); err != nil {
 			return nil, err
 		}
 		reg.MustRegister(inf.Custom)
 	}
 	if o.ReloadCSI {
-		if inf.ProviderStatuses, err = informers.NewProviderStatuses(dyn, scope, logger); err != nil {
+		if inf.ProviderStatuses, err = informers.NewProviderStatuses(cs.watchDyn, scope, logger); err != nil {
 			return nil, err
 		}
 	}

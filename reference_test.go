@@ -68,7 +68,8 @@ func registered(t *testing.T) []reference.Metric {
 	rec := &recording{Registerer: reg}
 	metrics.RegisterClientGo(rec)
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
-	d, err := build(o, fake.NewClientset(), dyn, record.NewFakeRecorder(1), rec, zap.NewNop())
+	kube := fake.NewClientset()
+	d, err := build(o, clients{kube: kube, watchKube: kube, dyn: dyn, watchDyn: dyn}, record.NewFakeRecorder(1), rec, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,3 +252,40 @@ func TestRejectedWriteGivesAnEventAndTheRestContinues(t *testing.T) {
 	}
 	eventually(t, 60*time.Second, "replica written once the quota allows it (retried with backoff)", secretIn(full, "app", want))
 }
+
+// TestCachesCatchUpAtOnceAfterOutages makes the API server unavailable to
+// courier six times in 42 s (the fault proxy answers 503 and cuts
+// its watches), as a control plane restarted or upgraded does, and then
+// changes a source and deletes a protected one: courier must see both
+// within the spec's second (5 s with the race detector's slack) of the API
+// server being back, not after client-go's reflector backoff (which the
+// outages would have grown to 30 s and more).
+func TestCachesCatchUpAtOnceAfterOutages(t *testing.T) {
+	fp := newFaultProxy(t)
+	ns := newNamespace(t, "outage", nil)
+	label := "outage-" + testID()
+	target := newNamespace(t, "outage-to", map[string]string{label: "yes"})
+	createSecret(t, ns, "src", withAnnotation(keyReplicateTo, label), withData("k", "one"))
+	createSecret(t, ns, "kept", withLabel(keyProtect, "true"), withData("k", "mine"))
+	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns, "--kubeconfig="+fp.kubeconfig(t, courierIdentity()),
+		"--lease-duration=15s", "--renew-deadline=10s", "--retry-period=500ms")
+	p.WaitLeader(t.Context())
+	eventually(t, converge, "the replica", secretIn(target, "src", map[string][]byte{"k": []byte("one")}))
+	eventually(t, converge, "the protected source's backup", func(ctx context.Context) (bool, error) {
+		_, err := getSecret(ctx, ns, "courier-backup.kept")
+		return err == nil, nil
+	})
+	for range 6 {
+		fp.down(5 * time.Second)
+		chaos.perturbations.Add(1)
+		time.Sleep(7 * time.Second)
+	}
+	updateSecret(t, ns, "src", func(s *corev1.Secret) { s.Data["k"] = []byte("two") })
+	deleteSecret(t, ns, "kept")
+	replicated := eventually(t, 90*time.Second, "the source's change replicated after the outages", secretIn(target, "src", map[string][]byte{"k": []byte("two")}))
+	restored := eventually(t, 90*time.Second, "the protected source restored after the outages", secretIn(ns, "kept", map[string][]byte{"k": []byte("mine")}))
+	if replicated > 5*time.Second || restored > 5*time.Second {
+		t.Errorf("after the outages courier took %s to replicate a change and %s to restore a protected source, want both within 5 s",
+			replicated.Round(time.Millisecond), restored.Round(time.Millisecond))
+	}
+}

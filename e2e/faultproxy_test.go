@@ -28,8 +28,9 @@ import (
 // write took effect, and courier never learnt it did.
 //
 // It also perturbs what courier sees: cutWatches ends every watch stream
-// it carries (courier's informers watch again from where they were), and
-// stall holds the events of one resource's watches for a while.
+// it carries (courier's informers watch again from where they were),
+// stall holds the events of one resource's watches for a while, and down
+// makes the API server unavailable to courier for a while.
 type faultProxy struct {
 	srv *httptest.Server
 
@@ -40,11 +41,18 @@ type faultProxy struct {
 	killed    bool
 	watches   map[*http.Request]context.CancelFunc
 	stalled   map[string]time.Time // resource → until when its watch events are held
+	// beforeWrite, when set, runs once, as the next write courier sends
+	// arrives, before it is passed on.
+	beforeWrite func()
+	downUntil   time.Time // until when every request is answered 503 (down)
 }
 
-func newFaultProxy(t *testing.T) *faultProxy {
+func newFaultProxy(t *testing.T) *faultProxy { return newFaultProxyTo(t, env.cluster.Config.Host) }
+
+// newFaultProxyTo is a faultProxy in front of the kube-apiserver at server.
+func newFaultProxyTo(t *testing.T, server string) *faultProxy {
 	t.Helper()
-	upstream, err := url.Parse(env.cluster.Config.Host)
+	upstream, err := url.Parse(server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +75,22 @@ func newFaultProxy(t *testing.T) *faultProxy {
 		fmt.Fprint(w, err)
 	}
 	fp.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fp.mu.Lock()
+		down := time.Now().Before(fp.downUntil)
+		fp.mu.Unlock()
+		if down {
+			http.Error(w, "the API server is unavailable (fault proxy)", http.StatusServiceUnavailable)
+			return
+		}
+		if counted(r) {
+			fp.mu.Lock()
+			hook := fp.beforeWrite
+			fp.beforeWrite = nil
+			fp.mu.Unlock()
+			if hook != nil {
+				hook()
+			}
+		}
 		if q := r.URL.Query().Get("watch"); q != "true" && q != "1" {
 			rp.ServeHTTP(w, r)
 			return
@@ -131,6 +155,15 @@ func (fp *faultProxy) cutWatches() int {
 	return len(fp.watches)
 }
 
+// down makes the API server unavailable to courier for d: the watches in
+// flight are cut, and every request is answered 503.
+func (fp *faultProxy) down(d time.Duration) {
+	fp.mu.Lock()
+	fp.downUntil = time.Now().Add(d)
+	fp.mu.Unlock()
+	fp.cutWatches()
+}
+
 // stall holds the events of resource's watches (e.g. "secrets") for d.
 func (fp *faultProxy) stall(resource string, d time.Duration) {
 	fp.mu.Lock()
@@ -188,8 +221,8 @@ func (fp *faultProxy) state() (writes []string, killed bool) {
 	return append([]string(nil), fp.writes...), fp.killed
 }
 
-// kubeconfig is id's kubeconfig with the proxy as its server.
-func (fp *faultProxy) kubeconfig(t *testing.T, id identity) string {
+// kubeconfigAt is id's kubeconfig with server as its server.
+func kubeconfigAt(t *testing.T, id identity, server string) string {
 	t.Helper()
 	path := writeKubeconfig(t, id)
 	cfg, err := clientcmd.LoadFromFile(path)
@@ -197,12 +230,17 @@ func (fp *faultProxy) kubeconfig(t *testing.T, id identity) string {
 		t.Fatal(err)
 	}
 	for _, c := range cfg.Clusters {
-		c.Server = fp.srv.URL
+		c.Server = server
 	}
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// kubeconfig is id's kubeconfig with the proxy as its server.
+func (fp *faultProxy) kubeconfig(t *testing.T, id identity) string {
+	return kubeconfigAt(t, id, fp.srv.URL)
 }
 
 // kill SIGKILLs courier and waits until it is gone.

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -29,7 +28,7 @@ const ByProviderClass = "courier.dev/by-provider-class"
 // which is logged with the fix, as a missing permission is.
 func NewProviderStatuses(dyn dynamic.Interface, scope Scope, logger *zap.Logger) (cache.SharedIndexInformer, error) {
 	inf := perNamespace(scope, func(ns string) cache.SharedIndexInformer {
-		return dynamicinformer.NewFilteredDynamicInformer(dyn, ProviderStatuses, ns, 0, cache.Indexers{}, nil).Informer()
+		return informerOf(dyn.Resource(ProviderStatuses).Namespace(ns), dyn, &unstructured.Unstructured{}, nil, namespaceIndex())
 	})
 	if err := inf.AddIndexers(cache.Indexers{ByProviderClass: indexByProviderClass}); err != nil {
 		return nil, err

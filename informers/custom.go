@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/metrics"
@@ -88,8 +87,8 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, scope Sc
 	c := &Custom{client: client, scope: scope, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
 	for _, r := range resources {
 		name := r.GroupResource.String()
-		inf := dynamicinformer.NewFilteredDynamicInformer(client, crdResource, "", 0, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }).Informer()
+		inf := informerOf(client.Resource(crdResource), client, &unstructured.Unstructured{},
+			func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }, cache.Indexers{})
 		if err := inf.SetTransform(trimCRD); err != nil {
 			return nil, err
 		}
@@ -262,7 +261,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		return
 	}
 	inf := perNamespace(c.scope, func(ns string) cache.SharedIndexInformer {
-		return dynamicinformer.NewFilteredDynamicInformer(c.client, want.GVR(), ns, 0, cache.Indexers{}, nil).Informer()
+		return informerOf(c.client.Resource(want.GVR()).Namespace(ns), c.client, &unstructured.Unstructured{}, nil, namespaceIndex())
 	})
 	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
 	if r.HasTemplate() {

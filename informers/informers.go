@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -86,33 +88,41 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 		of    func(f factory, ns string) cache.SharedIndexInformer
 	}{
 		{&s.Secrets, func(f factory, ns string) cache.SharedIndexInformer {
-			return f.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-				return coreinformers.NewFilteredSecretInformer(c, ns, resync, namespaceIndex(), func(o *metav1.ListOptions) {
-					want := scope.SecretOptions()
-					o.FieldSelector, o.LabelSelector = want.FieldSelector, want.LabelSelector
-				})
+			return typed(f, &corev1.Secret{}, func(c kubernetes.Interface) resourceClient[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }, func(o *metav1.ListOptions) {
+				want := scope.SecretOptions()
+				o.FieldSelector, o.LabelSelector = want.FieldSelector, want.LabelSelector
 			})
 		}},
 		{&s.ConfigMaps, func(f factory, ns string) cache.SharedIndexInformer {
-			return f.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-				return coreinformers.NewFilteredConfigMapInformer(c, ns, resync, namespaceIndex(), func(o *metav1.ListOptions) {
-					o.LabelSelector = scope.ConfigMapOptions().LabelSelector
-				})
+			return typed(f, &corev1.ConfigMap{}, func(c kubernetes.Interface) resourceClient[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }, func(o *metav1.ListOptions) {
+				o.LabelSelector = scope.ConfigMapOptions().LabelSelector
 			})
 		}},
 		{&s.Namespaces, func(f factory, ns string) cache.SharedIndexInformer {
 			if ns == metav1.NamespaceAll {
-				return f.Core().V1().Namespaces().Informer()
+				return typed(f, &corev1.Namespace{}, func(c kubernetes.Interface) resourceClient[*corev1.NamespaceList] { return c.CoreV1().Namespaces() }, nil)
 			}
 			return f.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 				return namedNamespaceInformer(c, ns)
 			})
 		}},
-		{&s.Deployments, func(f factory, _ string) cache.SharedIndexInformer { return f.Apps().V1().Deployments().Informer() }},
-		{&s.StatefulSets, func(f factory, _ string) cache.SharedIndexInformer { return f.Apps().V1().StatefulSets().Informer() }},
-		{&s.DaemonSets, func(f factory, _ string) cache.SharedIndexInformer { return f.Apps().V1().DaemonSets().Informer() }},
-		{&s.CronJobs, func(f factory, _ string) cache.SharedIndexInformer { return f.Batch().V1().CronJobs().Informer() }},
-		{&s.Jobs, func(f factory, _ string) cache.SharedIndexInformer { return f.Batch().V1().Jobs().Informer() }},
+		{&s.Deployments, func(f factory, ns string) cache.SharedIndexInformer {
+			return typed(f, &appsv1.Deployment{}, func(c kubernetes.Interface) resourceClient[*appsv1.DeploymentList] { return c.AppsV1().Deployments(ns) }, nil)
+		}},
+		{&s.StatefulSets, func(f factory, ns string) cache.SharedIndexInformer {
+			return typed(f, &appsv1.StatefulSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.StatefulSetList] {
+				return c.AppsV1().StatefulSets(ns)
+			}, nil)
+		}},
+		{&s.DaemonSets, func(f factory, ns string) cache.SharedIndexInformer {
+			return typed(f, &appsv1.DaemonSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.DaemonSetList] { return c.AppsV1().DaemonSets(ns) }, nil)
+		}},
+		{&s.CronJobs, func(f factory, ns string) cache.SharedIndexInformer {
+			return typed(f, &batchv1.CronJob{}, func(c kubernetes.Interface) resourceClient[*batchv1.CronJobList] { return c.BatchV1().CronJobs(ns) }, nil)
+		}},
+		{&s.Jobs, func(f factory, ns string) cache.SharedIndexInformer {
+			return typed(f, &batchv1.Job{}, func(c kubernetes.Interface) resourceClient[*batchv1.JobList] { return c.BatchV1().Jobs(ns) }, nil)
+		}},
 	}
 	parts := make([]map[string]cache.SharedIndexInformer, len(kinds))
 	for _, ns := range scope.Each() {
@@ -148,6 +158,15 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 		}
 	}
 	return s, nil
+}
+
+// typed is f's informer of obj, through the client of returns, tweak (if
+// set) changing every request's options: informerOf, with the factory's
+// transform.
+func typed[L runtime.Object](f informers.SharedInformerFactory, obj runtime.Object, of func(kubernetes.Interface) resourceClient[L], tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	return f.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return informerOf(of(c), c, obj, tweak, namespaceIndex())
+	})
 }
 
 // refusedIn is the watch error handler of an informer of namespace ns

@@ -42,7 +42,7 @@ func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedInd
 			list.Items = []corev1.Namespace{*ns}
 			return list, nil
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: resume(func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			// A watch resumed from "0" (no event or bookmark since the
 			// list) would start afresh and never tell of a deletion in
 			// between: relist instead (the GET then finds it gone).
@@ -52,7 +52,7 @@ func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedInd
 			o.Watch = true
 			return c.CoreV1().RESTClient().Get().AbsPath("/api/v1/watch/namespaces", name).
 				VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
-		},
+		}),
 	}
 	// A list here is one GET: the reflector must not stream it (WatchList).
 	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}), &corev1.Namespace{}, 0, cache.Indexers{})
