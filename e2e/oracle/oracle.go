@@ -13,11 +13,13 @@ package oracle
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -221,12 +223,50 @@ type goneSource struct {
 // object is the part of an object the rules read.
 type object struct {
 	Metadata struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels"`
+		Annotations     map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	raw map[string]any
+}
+
+// version is o's resourceVersion as a number (the API server's is etcd's
+// revision), 0 when it has none.
+func (o *object) version() uint64 {
+	v, _ := strconv.ParseUint(o.Metadata.ResourceVersion, 10, 64)
+	return v
+}
+
+// inCommitOrder is events in the order their writes were committed. The
+// audit log holds them in the order their requests completed, which is not
+// always that: courier's patch of an object just created (resourceVersion
+// 8757) was logged before the create (8755), by the second kube-apiserver.
+// A successful write that returns an object is placed by its
+// resourceVersion (etcd's revision, so one order across objects and API
+// servers); any other event stays after the writes logged before it.
+func inCommitOrder(events []Event) []Event {
+	type placed struct {
+		e   Event
+		key uint64
+	}
+	ps := make([]placed, len(events))
+	var last uint64
+	for i, e := range events {
+		key := last
+		if o := parse(e.Response); o != nil && e.Write() && e.Verb != "delete" && o.version() > 0 {
+			key = o.version()
+		}
+		last = max(last, key)
+		ps[i] = placed{e, key}
+	}
+	slices.SortStableFunc(ps, func(a, b placed) int { return cmp.Compare(a.key, b.key) })
+	out := make([]Event, len(ps))
+	for i, p := range ps {
+		out[i] = p.e
+	}
+	return out
 }
 
 func parse(b json.RawMessage) *object {
@@ -395,6 +435,7 @@ func Check(events []Event, s Scope, end time.Time) []Violation {
 // writes to an object whose state an uncertain write (Event.Uncertain)
 // left unknown, until a write with a known outcome makes it known again.
 func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
+	events = inCommitOrder(events)
 	state := map[key]*object{}
 	unknown := map[key]bool{}        // objects an uncertain write may have changed
 	unknownCreates := map[key]bool{} // {resource, namespace}: an uncertain create whose name the log lacks
@@ -572,7 +613,7 @@ func Writes(events []Event, user string, since time.Time, namespaces map[string]
 func Rollouts(events []Event, user string, namespaces map[string]bool) map[string]int {
 	hashes := map[key]string{}
 	out := map[string]int{}
-	for _, e := range events {
+	for _, e := range inCommitOrder(events) {
 		if !e.Write() || e.Ref.Subresource != "" || !namespaces[e.Ref.Namespace] || (!workloads[e.Ref.Resource] && e.Ref.Resource != "jobs") {
 			continue
 		}

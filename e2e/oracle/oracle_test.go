@@ -16,7 +16,8 @@ var t0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
 func line(at int, user, verb, resource, ns, name, object string) string {
 	resp := `{"kind":"Status","status":"Success"}`
 	if object != "" {
-		resp = object
+		// Each write gives the object a newer version, as etcd's revision.
+		resp = strings.Replace(object, `"resourceVersion":"1"`, fmt.Sprintf(`"resourceVersion":"%d"`, 100+at), 1)
 	}
 	imp := ""
 	if user != "admin" {
@@ -50,6 +51,18 @@ const (
 func TestCheck(t *testing.T) {
 	deploy := func(hash, image string) string {
 		return fmt.Sprintf(`{"kind":"Deployment","metadata":{"name":"d","namespace":"b"},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":%q}},"spec":{"containers":[{"image":%q}]}}}}`, hash, image)
+	}
+	// deployAt is d at resourceVersion rv, with the Deployment
+	// controller's revision annotation and courier's hash ("" for none).
+	deployAt := func(rv int, revision, hash string) string {
+		annotations := ""
+		if revision != "" {
+			annotations = fmt.Sprintf(`,"annotations":{"deployment.kubernetes.io/revision":%q}`, revision)
+		}
+		return fmt.Sprintf(`{"kind":"Deployment","metadata":{"name":"d","namespace":"b","resourceVersion":"%d"%s},"spec":{"template":{"metadata":{"annotations":{"courier.dev/config-hash":%q}}}}}`, rv, annotations, hash)
+	}
+	status := func(line string) string {
+		return strings.Replace(line, `"objectRef":{"resource":"deployments"`, `"objectRef":{"subresource":"status","resource":"deployments"`, 1)
 	}
 	cases := []struct {
 		name  string
@@ -126,6 +139,24 @@ func TestCheck(t *testing.T) {
 			strings.Replace(line(4, courier, "update", "deployments", "b", "d", deploy("h1", "app:1")),
 				`"objectRef":{"resource":"deployments"`, `"objectRef":{"subresource":"status","resource":"deployments"`, 1),
 		}, []string{"wrote the status of a deployments"}},
+		// The audit log holds events in the order their requests
+		// completed: courier's patch (version 11) may come after the
+		// controller's status write (version 12) that followed it.
+		{"a rollout whose event comes after a later status write", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+			status(line(2, "admin", "update", "deployments", "b", "d", deployAt(12, "2", ""))),
+			line(3, courier, "patch", "deployments", "b", "d", deployAt(11, "1", "h1")),
+			line(4, courier, "patch", "deployments", "b", "d", deployAt(13, "2", "h2")),
+		}, nil},
+		{"a patch logged before the create it followed (another kube-apiserver)", []string{
+			line(2, courier, "patch", "deployments", "b", "d", deployAt(12, "1", "h1")),
+			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+		}, nil},
+		{"a rollout that really changes the revision", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+			status(line(2, "admin", "update", "deployments", "b", "d", deployAt(12, "2", ""))),
+			line(3, courier, "patch", "deployments", "b", "d", deployAt(13, "1", "h1")),
+		}, []string{"changed a workload beyond courier's annotations (.metadata.annotations.deployment.kubernetes.io/revision)"}},
 		{"a secret value in an Event", []string{
 			line(1, courier, "create", "events", "b", "e1", `{"kind":"Event","message":"replica written"}`),
 			line(2, courier, "create", "events", "b", "e2", `{"kind":"Event","message":"value hunter2 leaked"}`),
