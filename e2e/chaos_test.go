@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/courier-k8s/courier/e2e/oracle"
 )
@@ -38,6 +39,17 @@ func reportViolations(t *testing.T, what string, vs []oracle.Violation) {
 		chaos.violations.Add(1)
 		t.Errorf("%s: violation: %s", what, v)
 	}
+}
+
+// writesOnceSettled are violations for the writes scope's courier made
+// once the cluster had settled at settledAt (a second of grace for the
+// Events of its last write, which it sends after that write).
+func writesOnceSettled(events []oracle.Event, scope oracle.Scope, settledAt time.Time) []oracle.Violation {
+	var vs []oracle.Violation
+	for _, e := range oracle.Writes(events, scope.Courier, settledAt.Add(time.Second), scope.Namespaces) {
+		vs = append(vs, oracle.Violation{Rule: "wrote after the cluster had settled", Request: e.String()})
+	}
+	return vs
 }
 
 // auditMark is where the audit log ends now: a scenario judges what was

@@ -68,6 +68,11 @@ type Cluster struct {
 	AuditLog string
 
 	tempDir bool
+	binDir  string
+	etcdURL string
+	apiArgs []string // kube-apiserver's, for a second one (StartLagging)
+	lagging *Lagging
+	relays  []*relay
 	logf    func(string, ...any)
 	limits  map[string]string
 	mu      sync.Mutex
@@ -87,7 +92,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return nil, fmt.Errorf("cluster: %s missing from %s; build it with `make controlplane`: %w", b, o.BinDir, err)
 		}
 	}
-	c = &Cluster{Dir: o.Dir, logf: o.Logf, limits: o.MemoryLimits, procs: map[string]*process{}}
+	c = &Cluster{Dir: o.Dir, binDir: o.BinDir, logf: o.Logf, limits: o.MemoryLimits, procs: map[string]*process{}}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -129,6 +134,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	c.etcdURL = etcdURL
 	c.add("etcd", o.BinDir,
 		"--data-dir="+filepath.Join(c.Dir, "etcd"),
 		"--listen-client-url="+etcdURL,
@@ -163,7 +169,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			"--audit-log-mode=blocking",
 		}
 	}
-	c.add("kube-apiserver", o.BinDir, append([]string{
+	c.apiArgs = append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -178,10 +184,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		// Endpoints may not hold loopback addresses; nothing here needs the
 		// kubernetes Service's endpoints.
 		"--endpoint-reconciler-type=none",
-	}, audit...)...)
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // loopback test cluster with a self-signed cert
+	}, audit...)
+	c.add("kube-apiserver", o.BinDir, c.apiArgs...)
 	if err := c.startAndWait(ctx, "kube-apiserver", func(ctx context.Context) error {
-		return httpOK(ctx, insecure, apiURL+"/readyz", token)
+		return httpOK(ctx, insecureClient, apiURL+"/readyz", token)
 	}); err != nil {
 		return nil, err
 	}
@@ -333,6 +339,9 @@ func (c *Cluster) Stop() {
 	for i := len(c.order) - 1; i >= 0; i-- {
 		c.procs[c.order[i]].stop(10 * time.Second)
 	}
+	for _, r := range c.relays {
+		r.close()
+	}
 	if c.tempDir && os.Getenv("COURIER_KEEP_CLUSTER_DIR") == "" {
 		os.RemoveAll(c.Dir)
 	}
@@ -384,6 +393,9 @@ func (c *Cluster) WriteKubeconfig(path string, imp rest.ImpersonationConfig) err
 	cfg.CurrentContext = "local"
 	return clientcmd.WriteToFile(*cfg, path)
 }
+
+// insecureClient reaches the loopback test cluster's self-signed servers.
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
 func httpOK(ctx context.Context, client *http.Client, url, token string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
