@@ -72,7 +72,7 @@ test: check
 
 ## unit: unit tests with the race detector (courier's packages, the fault campaign's oracle, the bench's repetition rules, the release tools and bench-scale's verdicts)
 unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS) ./e2e/oracle ./e2e/bench
+	$(GO) test -race -count=1 $(UNIT_PKGS) ./e2e/oracle ./e2e/bench ./e2e/cluster
 	cd release && $(GO) test -race -count=1 ./...
 	cd e2e/bench/scale && $(GO) test -race -count=1 ./...
 
