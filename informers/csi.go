@@ -28,7 +28,7 @@ const ByProviderClass = "courier.dev/by-provider-class"
 // which is logged with the fix, as a missing permission is.
 func NewProviderStatuses(dyn dynamic.Interface, scope Scope, logger *zap.Logger) (cache.SharedIndexInformer, error) {
 	inf := perNamespace(scope, func(ns string) cache.SharedIndexInformer {
-		return informerOf(dyn.Resource(ProviderStatuses).Namespace(ns), dyn, &unstructured.Unstructured{}, nil, namespaceIndex())
+		return informerOf(dyn.Resource(ProviderStatuses).Namespace(ns), dyn, &unstructured.Unstructured{}, ProviderStatuses.String(), nil, cache.Indexers{})
 	})
 	if err := inf.AddIndexers(cache.Indexers{ByProviderClass: indexByProviderClass}); err != nil {
 		return nil, err

@@ -87,7 +87,7 @@ func NewCustom(client dynamic.Interface, resources []workload.Resource, scope Sc
 	c := &Custom{client: client, scope: scope, logger: logger.Named("custom-kinds"), running: map[schema.GroupResource]*runningKind{}, forbidden: map[schema.GroupResource]refusal{}}
 	for _, r := range resources {
 		name := r.GroupResource.String()
-		inf := informerOf(client.Resource(crdResource), client, &unstructured.Unstructured{},
+		inf := informerOf(client.Resource(crdResource), client, &unstructured.Unstructured{}, crdResource.String(),
 			func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }, cache.Indexers{})
 		if err := inf.SetTransform(trimCRD); err != nil {
 			return nil, err
@@ -261,7 +261,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 		return
 	}
 	inf := perNamespace(c.scope, func(ns string) cache.SharedIndexInformer {
-		return informerOf(c.client.Resource(want.GVR()).Namespace(ns), c.client, &unstructured.Unstructured{}, nil, namespaceIndex())
+		return informerOf(c.client.Resource(want.GVR()).Namespace(ns), c.client, &unstructured.Unstructured{}, want.GVR().String(), nil, cache.Indexers{})
 	})
 	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
 	if r.HasTemplate() {

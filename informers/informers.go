@@ -165,7 +165,7 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 // transform.
 func typed[L runtime.Object](f informers.SharedInformerFactory, obj runtime.Object, of func(kubernetes.Interface) resourceClient[L], tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	return f.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-		return informerOf(of(c), c, obj, tweak, namespaceIndex())
+		return informerOf(of(c), c, obj, "", tweak, namespaceIndex())
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 )
@@ -18,12 +19,18 @@ type watches struct {
 	mu   sync.Mutex
 	opts []metav1.ListOptions
 	made chan *watch.FakeWatcher
+	fail error // the next watch's answer, once
 }
 
 func (ws *watches) watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	ws.mu.Lock()
 	ws.opts = append(ws.opts, o)
+	fail := ws.fail
+	ws.fail = nil
 	ws.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
 	w := watch.NewFakeWithChanSize(10, false)
 	ws.made <- w
 	return w, nil
@@ -81,6 +88,38 @@ func TestResumeGoesOnWhereAWatchEnded(t *testing.T) {
 		t.Fatal("the watch went on after a 410")
 	}
 	w.Stop()
+
+	// A refusal while resuming (the kind gone, courier no longer allowed)
+	// reaches the reflector, once, and ends the watch.
+	w, _ = resume(ws.watch)(ctx, metav1.ListOptions{ResourceVersion: "20"})
+	cut := <-ws.made
+	ws.mu.Lock()
+	ws.fail = apierrors.NewNotFound(schema.GroupResource{Resource: "widgets"}, "")
+	ws.mu.Unlock()
+	cut.Stop()
+	if ev, ok := next(t, w); !ok || ev.Type != watch.Error {
+		t.Fatalf("a refused resume: %v, %v; want the refusal passed on", ev, ok)
+	}
+	if _, ok := next(t, w); ok {
+		t.Fatal("the watch went on after a refused resume")
+	}
+	// So does a refusal in the stream (RBAC revoked): not resumed.
+	w, _ = resume(ws.watch)(ctx, metav1.ListOptions{ResourceVersion: "21"})
+	refused := <-ws.made
+	ws.mu.Lock()
+	calls := len(ws.opts)
+	ws.mu.Unlock()
+	refused.Error(&apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", nil).ErrStatus)
+	if ev, ok := next(t, w); !ok || ev.Type != watch.Error {
+		t.Fatalf("forbidden: %v, %v", ev, ok)
+	}
+	_, ok := next(t, w)
+	ws.mu.Lock()
+	again := len(ws.opts) - calls
+	ws.mu.Unlock()
+	if ok || again != 0 {
+		t.Fatalf("a forbidden watch went on (%d more watches)", again)
+	}
 
 	// A list streamed as a watch, cut before its initial events end: over.
 	streamed := metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true}

@@ -15,11 +15,16 @@ import (
 // that could not serve it (WaitOut).
 const WaitOutEvery = 500 * time.Millisecond
 
+// waitOutAtMost is how long one request waits out: then its failure
+// reaches the reflector (and courier's watch error handlers, which report
+// a kind that stays unavailable), and the reflector tries again.
+const waitOutAtMost = time.Minute
+
 // WaitOut returns a copy of cfg for the informers' clients: a list or watch
 // (any GET) that finds the API server unavailable — the connection refused,
-// reset or cut, or an answer of 502, 503 or 504 — is asked again every
-// WaitOutEvery for as long as its context lasts, and returns once the API
-// server answers. Left to client-go, each such failure counts against the
+// reset or cut, or an answer of 502 or 503 — is asked again every
+// WaitOutEvery for as long as its context lasts, up to a minute, and
+// returns once the API server answers. Left to client-go, each such failure counts against the
 // reflector's backoff (from 0.8 s doubling to 30 s, with up to as much
 // again of jitter, and reset only after two minutes without a failure), so
 // an API server restarted a few times within two minutes left courier's
@@ -44,9 +49,9 @@ func (w waitOut) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet || req.Body != nil && req.Body != http.NoBody {
 		return w.next.RoundTrip(req)
 	}
-	for {
+	for start := time.Now(); ; {
 		resp, err := w.next.RoundTrip(req)
-		if !unavailable(resp, err) {
+		if !unavailable(resp, err) || time.Since(start) > waitOutAtMost {
 			return resp, err
 		}
 		timer := time.NewTimer(w.every)
@@ -67,13 +72,17 @@ func (w waitOut) RoundTrip(req *http.Request) (*http.Response, error) {
 // the way to it) is not serving now, rather than refusing the request.
 func unavailable(resp *http.Response, err error) bool {
 	if err != nil {
-		var ne net.Error
-		return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-			errors.As(err, &ne) && ne.Timeout()
+		return unavailableConn(err)
 	}
-	switch resp.StatusCode {
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
+	// Not 504: the API server answers a too large resourceVersion with it,
+	// which the reflector handles by listing afresh.
+	return resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable
+}
+
+// unavailableConn reports whether err says the connection to the API server
+// failed: refused, reset, cut, timed out.
+func unavailableConn(err error) bool {
+	var ne net.Error
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
