@@ -70,9 +70,9 @@ test: check
 	$(MAKE) bench-smoke
 	$(MAKE) test-compat-smoke
 
-## unit: unit tests with the race detector (courier's packages, the fault campaign's oracle, the bench's repetition rules, the release tools and bench-scale's verdicts)
+## unit: unit tests with the race detector (courier's packages, the fault campaign's oracle and traces, the bench's repetition rules, the release tools and bench-scale's verdicts)
 unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS) ./e2e/oracle ./e2e/bench ./e2e/cluster
+	$(GO) test -race -count=1 $(UNIT_PKGS) ./e2e/oracle ./e2e/trace ./e2e/bench ./e2e/cluster
 	cd release && $(GO) test -race -count=1 ./...
 	cd e2e/bench/scale && $(GO) test -race -count=1 ./...
 
@@ -98,10 +98,10 @@ test-compat-smoke: prometheus
 	COURIER_E2E_KUBERNETES_MINOR=30 COURIER_CONTROLPLANE_BIN="$$(e2e/tools/build-compat.sh)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" \
 	  $(GO) test -p 1 -count=1 -timeout=30m -v -run '$(COMPAT_SMOKE)' ./e2e/
 
-## soak: the randomized soak test for SOAK (default 10m) instead of make test's 2 min [SOAK and about a minute]
+## soak: the randomized soak test for SOAK (default 10m) instead of make test's 2 min; TRACE=file replays a trace a failing soak wrote to .run/soak/ instead [SOAK and about a minute]
 SOAK ?= 10m
 soak:
-	COURIER_SOAK=$(SOAK) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
+	COURIER_SOAK=$(SOAK) COURIER_SOAK_TRACE="$(TRACE)" COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" $(GO) test -count=1 -timeout=0 -v -run 'TestSoak$$' ./e2e/
 
 ## chaos: the fault campaign: every crash point of every scenario, the broken builds the oracle must catch, and DURATION (default 1h) of random transitions and faults from SEED (default 1), judged by the audit-log oracle; ends with the line "crash points: N tried; perturbations: M; transitions: T; violations: V" and exits 0 only without violations [DURATION and about 8 min]
 SEED ?= 1
@@ -109,7 +109,7 @@ DURATION ?= 1h
 chaos:
 	@log=$$(mktemp); st=$$(mktemp); \
 	{ COURIER_CHAOS=1 COURIER_SOAK=$(DURATION) COURIER_SOAK_SEED=$(SEED) COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" \
-	  $(GO) test -p 1 -count=1 -timeout=0 -v -run '^(TestCrashPoints.*|TestOracleFindsTheDefectsOfBrokenBuilds|TestSoak)$$' ./e2e/ 2>&1; echo $$? > $$st; } | tee $$log; \
+	  $(GO) test -p 1 -count=1 -timeout=0 -v -run '^(TestCrashPoints.*|TestOracleFindsTheDefectsOfBrokenBuilds|TestAFailingSoakShortensItsTraceAndReplaysIt|TestSoak)$$' ./e2e/ 2>&1; echo $$? > $$st; } | tee $$log; \
 	s=$$(cat $$st); line=$$(grep '^crash points:' $$log | tail -1); rm -f $$log $$st; \
 	echo "$${line:-crash points: ? tried; perturbations: ?; transitions: ?; violations: ? (the run ended before its summary)}"; exit $$s
 

@@ -5,16 +5,32 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/courier-k8s/courier/e2e/oracle"
+	"github.com/courier-k8s/courier/e2e/trace"
 )
 
-// brokenBuild builds courier from this repository with one defect planted:
-// in file (relative to the root), old (which must occur exactly once)
-// replaced by new, through `go build -overlay`, so nothing in the tree
-// changes.
-func brokenBuild(t *testing.T, file, old, new string) string {
+// defect is a change to courier's code that plants one: in file (relative
+// to the root), old (which must occur exactly once) replaced by new.
+type defect struct{ file, old, new string }
+
+var (
+	// skipsOwnershipCheck overwrites an object of a replica's name that
+	// courier did not create.
+	skipsOwnershipCheck = defect{"internal/replica/replica.go", "case !managed:\n\t\treturn Foreign", "case !managed:\n\t\treturn Stale"}
+	// rollsOutOnFirstSight rolls a workload out the first time it sees it.
+	rollsOutOnFirstSight = defect{"reloader/sync.go", "if len(changed) > 0 {\n\t\thash = dg.configHash(now)", "if true {\n\t\thash = dg.configHash(now)"}
+)
+
+// brokenBuild builds courier from this repository with defect d planted,
+// through `go build -overlay`, so nothing in the tree changes.
+func brokenBuild(t *testing.T, d defect) string {
 	t.Helper()
+	file, old, new := d.file, d.old, d.new
 	src, err := os.ReadFile(filepath.Join(env.root, file))
 	if err != nil {
 		t.Fatal(err)
@@ -50,30 +66,25 @@ func brokenBuild(t *testing.T, file, old, new string) string {
 func TestOracleFindsTheDefectsOfBrokenBuilds(t *testing.T) {
 	for _, c := range []struct {
 		name      string
-		file      string
-		old, new  string
+		defect    defect
 		scenario  crashScenario
 		violation string // a part of the rule the defect breaks
 	}{
 		{
 			name:      "a courier that skips the ownership check",
-			file:      "internal/replica/replica.go",
-			old:       "case !managed:\n\t\treturn Foreign",
-			new:       "case !managed:\n\t\treturn Stale",
+			defect:    skipsOwnershipCheck,
 			scenario:  conflictScenario(),
 			violation: "modified an object it did not create",
 		},
 		{
 			name:      "a courier that rolls out on first sight",
-			file:      "reloader/sync.go",
-			old:       "if len(changed) > 0 {\n\t\thash = dg.configHash(now)",
-			new:       "if true {\n\t\thash = dg.configHash(now)",
+			defect:    rollsOutOnFirstSight,
 			scenario:  reloadScenario(),
 			violation: "2 rollouts of deployments",
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bin := brokenBuild(t, c.file, c.old, c.new)
+			bin := brokenBuild(t, c.defect)
 			_, v := runCrashPoint(t, c.scenario, env.courier, 0)
 			reportViolations(t, c.scenario.name+", as built", v)
 			_, v = runCrashPoint(t, c.scenario, bin, 0)
@@ -87,5 +98,33 @@ func TestOracleFindsTheDefectsOfBrokenBuilds(t *testing.T) {
 				t.Logf("with the defect planted, the oracle found: %v", v)
 			}
 		})
+	}
+}
+
+// TestAFailingSoakShortensItsTraceAndReplaysIt shows what a soak that finds
+// a defect leaves: with a courier that skips the ownership check, a short
+// soak finds the objects it overwrote (the bystanders named like sources);
+// its trace, shortened to the namespaces they are in, is shorter than the
+// whole; and replaying the shortened trace finds them again.
+func TestAFailingSoakShortensItsTraceAndReplaysIt(t *testing.T) {
+	bin := brokenBuild(t, skipsOwnershipCheck)
+	// Seed 1 labels n0 c and n1 a: both bystanders (gamma in n0, beta in
+	// n1) are where their sources' selectors want replicas from the start.
+	k := newSoak(t, bin, 1)
+	vs := k.run(15*time.Second, nil)
+	overwrote := func(vs []oracle.Violation) bool {
+		return slices.ContainsFunc(vs, func(v oracle.Violation) bool { return strings.Contains(v.Rule, "modified an object it did not create") })
+	}
+	if !overwrote(vs) {
+		t.Fatalf("the soak with the defect planted found %v, want an object courier did not create modified; the trace:\n%s", vs, trace.Format(k.trace))
+	}
+	short := k.shorten(vs)
+	t.Logf("the soak found %d violations; its trace of %d operations shortened to %d:\n%s", len(vs), len(k.trace), len(short), trace.Format(short))
+	if len(short) >= len(k.trace) {
+		t.Errorf("the shortened trace has %d operations, the whole %d", len(short), len(k.trace))
+	}
+	again := newSoak(t, bin, 0).run(0, short)
+	if !overwrote(again) {
+		t.Errorf("replaying the shortened trace found %v, want an object courier did not create modified again", again)
 	}
 }

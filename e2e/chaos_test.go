@@ -47,7 +47,7 @@ func reportViolations(t *testing.T, what string, vs []oracle.Violation) {
 func writesOnceSettled(events []oracle.Event, scope oracle.Scope, settledAt time.Time) []oracle.Violation {
 	var vs []oracle.Violation
 	for _, e := range oracle.Writes(events, scope.Courier, settledAt.Add(time.Second), scope.Namespaces) {
-		vs = append(vs, oracle.Violation{Rule: "wrote after the cluster had settled", Request: e.String()})
+		vs = append(vs, oracle.Violation{Rule: "wrote after the cluster had settled", Request: e.String(), At: e.At})
 	}
 	return vs
 }

@@ -121,6 +121,11 @@ func runMain(m *testing.M) int {
 	}
 
 	code := m.Run()
+	if chaos.violations.Load() > 0 && chaosAll() {
+		// The audit log the oracle read, to see what a violation was.
+		os.Setenv("COURIER_KEEP_CLUSTER_DIR", "1")
+		fmt.Fprintf(os.Stderr, "kept the cluster's directory, with the audit log the oracle read: %s\n", env.cluster.Dir)
+	}
 	if line := chaosSummary(); line != "" {
 		fmt.Fprintln(os.Stderr, line)
 	}

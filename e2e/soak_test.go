@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,9 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
 	"github.com/courier-k8s/courier/e2e/oracle"
+	"github.com/courier-k8s/courier/e2e/trace"
 )
 
 // soakDuration is how long TestSoak runs its random operations:
@@ -48,32 +51,56 @@ func soakSeed(t *testing.T) uint64 {
 	return seed
 }
 
+// soakReplay is the trace COURIER_SOAK_TRACE names (make soak TRACE=file),
+// which TestSoak then replays instead of choosing operations, or nil.
+func soakReplay(t *testing.T) []trace.Op {
+	path := os.Getenv("COURIER_SOAK_TRACE")
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("COURIER_SOAK_TRACE: %v", err)
+	}
+	defer f.Close()
+	ops, err := trace.Parse(f)
+	if err != nil {
+		t.Fatalf("COURIER_SOAK_TRACE=%s: %v", path, err)
+	}
+	return ops
+}
+
 // soak is the state TestSoak keeps of what it did.
 type soak struct {
-	t         *testing.T
-	rng       *rand.Rand
-	id        string
-	src       string
-	namespace string                 // courier's, the same across its restarts
-	live      []string               // namespaces the test made and has not deleted
-	labels    map[string]string      // namespace → its soak label value
-	edits     map[string][]time.Time // namespace → when its alpha replica was edited
-	changes   map[string]int         // namespace → changes of the consumed content seen there
-	changedAt map[string]time.Time   // namespace → when the last of those was made
-	apps      map[string]int         // namespace with a consumer → changes before it was created
-	courier   *courierProcess
-	proxy     *faultProxy // between courier and the API server
-	startedAt int         // goroutines of the running courier once it led
-	kills     int
-	ops       map[string]int
-	every     []string        // every namespace the test made
-	betaKeys  bool            // beta's replicas hold only its key k (replicate-keys)
-	betaCopy  bool            // beta's replicas carry its label tier (copy-labels)
-	pulls     map[string]bool // namespaces holding "puller", which pulls alpha
-	pullEdits []time.Time
-	trace     []string // the operations, in order, with their time
-	began     time.Time
-	outages   []oracle.Span // kube-apiserver or etcd restarted: from the restart until it served again
+	t          *testing.T
+	bin        string // the courier binary both installations run
+	rng        *rand.Rand
+	id         string
+	src        string
+	namespace  string                 // courier's, the same across its restarts
+	live       []string               // namespaces the test made and has not deleted
+	labels     map[string]string      // namespace → its soak label value
+	edits      map[string][]time.Time // namespace → when its alpha replica was edited
+	changes    map[string]int         // namespace → changes of the consumed content seen there
+	changedAt  map[string]time.Time   // namespace → when the last of those was made
+	apps       map[string]int         // namespace with a consumer → changes before it was created
+	bystanders map[string]string      // ns/name → resourceVersion of an object courier does not own
+	courier    *courierProcess
+	proxy      *faultProxy // between courier and the API server
+	startedAt  int         // goroutines of the running courier once it led
+	kills      int
+	ops        map[string]int
+	every      []string        // every namespace the test made
+	betaKeys   bool            // beta's replicas hold only its key k (replicate-keys)
+	betaCopy   bool            // beta's replicas carry its label tier (copy-labels)
+	pulls      map[string]bool // namespaces holding "puller", which pulls alpha
+	pullEdits  []time.Time
+	// The operations, in order, as the trace refers to them: refs maps
+	// "n<i>", "src" and "src2" to the namespaces' names.
+	trace   []trace.Op
+	refs    map[string]string
+	began   time.Time
+	outages []oracle.Span // kube-apiserver or etcd restarted: from the restart until it served again
 	// A second installation: its own identity, --namespace and source
 	// namespace (src2, holding delta), replicating into the same namespaces
 	// and reloading the same workloads.
@@ -91,6 +118,12 @@ type soak struct {
 	firstID  identity
 	rollouts schema.GroupVersionResource
 	rolls    map[string]int // namespace with a Rollout consumer → changes before it was created
+}
+
+func newSoak(t *testing.T, bin string, seed uint64) *soak {
+	return &soak{t: t, bin: bin, rng: rand.New(rand.NewPCG(seed, seed)), id: testID(), labels: map[string]string{},
+		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{},
+		pulls: map[string]bool{}, changedAt: map[string]time.Time{}, bystanders: map[string]string{}, refs: map[string]string{}}
 }
 
 // changed counts n changes of the consumed content in ns, made now.
@@ -111,11 +144,16 @@ func (k *soak) changesBefore(ns string) int {
 	return n
 }
 
-// did records operation op (on ns, "" for none) in the trace.
-func (k *soak) did(op, ns string) {
-	k.ops[op]++
+// did records operation o, made now (at 0 before courier started), in the
+// trace.
+func (k *soak) did(o trace.Op) {
+	k.ops[strings.TrimSpace(o.What+" "+o.Arg)]++
 	chaos.transitions.Add(1)
-	k.trace = append(k.trace, fmt.Sprintf("%7.2fs %s %s", time.Since(k.began).Seconds(), op, ns))
+	if !k.began.IsZero() {
+		o.At = time.Since(k.began)
+	}
+	o.Name = k.refs[o.NS]
+	k.trace = append(k.trace, o)
 }
 
 // selectors of the soak's sources over the label L = "soak-<id>", which
@@ -151,20 +189,32 @@ func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L"
 // untouched; every rollout is explained by a consumed change; the last
 // courier's goroutines did not grow from when it started leading. The
 // audit-log oracle judges every write courier made meanwhile, and that it
-// writes nothing once settled. A failure prints the seed and the trace of
-// operations that replays it.
+// writes nothing once settled.
+//
+// A failure writes the trace of operations to .run/soak/, and that trace
+// shortened to what the violations name, which it replays at once to show
+// whether it reproduces them; make soak TRACE=file replays either.
 func TestSoak(t *testing.T) {
-	seed := soakSeed(t)
-	k := &soak{t: t, rng: rand.New(rand.NewPCG(seed, seed)), id: testID(), labels: map[string]string{},
-		changes: map[string]int{}, apps: map[string]int{}, ops: map[string]int{}, edits: map[string][]time.Time{}, began: time.Now(),
-		pulls: map[string]bool{}, changedAt: map[string]time.Time{}}
-	mark := auditMark(t)
+	seed, replay := soakSeed(t), soakReplay(t)
+	k := newSoak(t, env.courier, seed)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("seed %d: rerun these operations with COURIER_SOAK_SEED=%d COURIER_SOAK=%s; the trace:\n%s",
-				seed, seed, soakDuration(t), strings.Join(k.trace, "\n"))
+			t.Logf("seed %d: rerun these operations with COURIER_SOAK_SEED=%d COURIER_SOAK=%s, or replay them with make soak TRACE=%s",
+				seed, seed, soakDuration(t), k.writeTrace("", k.trace))
 		}
 	})
+	vs := k.run(soakDuration(t), replay)
+	reportViolations(t, "soak", vs)
+	if len(vs) > 0 && replay == nil {
+		k.shortenAndReplay(vs)
+	}
+}
+
+// run sets the soak up, makes random operations for d (or replays ops),
+// lets both installations converge and returns the violations found.
+func (k *soak) run(d time.Duration, ops []trace.Op) []oracle.Violation {
+	t := k.t
+	mark := auditMark(t)
 	k.src = newNamespace(t, "soak-src", nil)
 	label := "soak-" + k.id
 	for name, sel := range soakSources {
@@ -186,29 +236,46 @@ func TestSoak(t *testing.T) {
 	k.secondID = identityWith(t, "courier-soak-second", nil)
 	k.lag = laggingServer(t)
 	k.src2 = newNamespace(t, "soak-src2", nil)
+	k.refs["src"], k.refs["src2"] = k.src, k.src2
 	createSecret(t, k.src2, "delta", withAnnotation(keyReplicateTo, soakSelector(deltaSelector, label)), withAnnotation(keyReload, "true"), withData("k", "0"))
-	for range 4 {
-		k.newNamespace()
+	// The namespaces made before courier starts: the trace's (at 0), else four.
+	if ops == nil {
+		for range 4 {
+			k.apply(k.newNamespaceOp())
+		}
+	}
+	for _, o := range ops {
+		if o.At == 0 {
+			k.apply(o)
+		}
+	}
+	if len(k.live) < 2 {
+		t.Fatalf("the soak needs two namespaces made before courier starts (n0 and n1, at 0 in a trace), has %d", len(k.live))
 	}
 	// Bystanders: objects courier does not own, one of them named like a source.
-	bystanders := map[string]string{} // ns/name → resourceVersion
 	for i, ns := range k.live[:2] {
 		for _, name := range []string{"bystander", []string{"gamma", "beta"}[i]} {
 			b := createSecret(t, ns, name, withData("mine", "keep"))
-			bystanders[ns+"/"+name] = b.ResourceVersion
+			k.bystanders[ns+"/"+name] = b.ResourceVersion
 		}
 	}
 	k.start()
 	k.startSecond()
 
-	deadline := time.Now().Add(soakDuration(t))
-	for time.Now().Before(deadline) {
-		k.step(bystanders)
-		time.Sleep(time.Duration(k.rng.IntN(150)) * time.Millisecond)
+	k.began = time.Now()
+	if ops == nil {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+			if o, ok := k.choose(); ok {
+				k.apply(o)
+			}
+			time.Sleep(time.Duration(k.rng.IntN(150)) * time.Millisecond)
+		}
+	} else {
+		k.replay(slices.DeleteFunc(slices.Clone(ops), func(o trace.Op) bool { return o.At == 0 }))
 	}
 	k.lag.Release()
-	t.Logf("seed %d; operations: %v; courier killed %d times", seed, k.ops, k.kills)
-	if k.ops["restart kube-apiserver"]+k.ops["restart etcd"] > 0 {
+	t.Logf("operations: %v; courier killed %d times", k.ops, k.kills)
+	if len(k.outages) > 0 {
 		controllersRecovered(t)
 	}
 
@@ -219,13 +286,22 @@ func TestSoak(t *testing.T) {
 	if k.second.Exited() {
 		k.startSecond()
 	}
-	eventually(t, 60*time.Second, "every namespace holds exactly its replicas, equal to their sources", k.converged)
+	var vs []oracle.Violation
+	start := time.Now()
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		ok, _ := k.converged(ctx)
+		return ok, nil
+	}); err != nil {
+		vs = append(vs, oracle.Violation{Rule: "the namespaces did not hold exactly their replicas, equal to their sources, within 60 s", Request: "all"})
+	} else {
+		t.Logf("every namespace holds exactly its replicas, equal to their sources: %s", time.Since(start).Round(time.Millisecond))
+	}
 	settledAt := time.Now()
-	for ref, rv := range bystanders {
+	for ref, rv := range k.bystanders {
 		ns, name, _ := strings.Cut(ref, "/")
 		got, err := getSecret(t.Context(), ns, name)
 		if err != nil || got.ResourceVersion != rv {
-			t.Errorf("object %s courier does not own was changed or removed (%v)", ref, err)
+			vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("object %s courier does not own was changed or removed (%v)", ref, err), Request: "all"})
 		}
 	}
 	time.Sleep(quiet)
@@ -235,22 +311,88 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rollouts, explained := n-1, k.changes[ns]-before; rollouts > explained {
-			t.Errorf("%s/app rolled out %d times, but its input changed only %d times", ns, rollouts, explained)
+			vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("%s/app rolled out %d times, but its input changed only %d times", ns, rollouts, explained), Request: "all"})
 		}
 	}
 	if g := k.goroutines(); g > k.startedAt+25 {
-		t.Errorf("courier's goroutines grew from %d when it started leading to %d", k.startedAt, g)
+		vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("courier's goroutines grew from %d when it started leading to %d", k.startedAt, g), Request: "all"})
 	}
 	k.courier.Stop()
 	k.second.Stop()
-	k.judge(mark, settledAt)
+	return append(vs, k.judge(mark, settledAt)...)
+}
+
+// replay applies ops in order, as far apart as they were made, but never
+// more than two seconds (a fault's own time counts: the next operation
+// waits for it).
+func (k *soak) replay(ops []trace.Op) {
+	var prev time.Duration
+	last := time.Now()
+	for _, o := range ops {
+		time.Sleep(time.Until(last.Add(min(o.At-prev, 2*time.Second))))
+		prev, last = o.At, time.Now()
+		k.apply(o)
+	}
+}
+
+// writeTrace writes ops to .run/soak/<id><suffix>.trace and returns its path.
+func (k *soak) writeTrace(suffix string, ops []trace.Op) string {
+	dir := filepath.Join(env.root, ".run", "soak")
+	path := filepath.Join(dir, k.id+suffix+".trace")
+	header := fmt.Sprintf("# courier soak %s: %d operations; replay with make soak TRACE=%s\n", k.id+suffix, len(ops), path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		k.t.Logf("the trace: %v", err)
+		return "(not written)"
+	}
+	if err := os.WriteFile(path, []byte(header+trace.Format(ops)), 0o644); err != nil {
+		k.t.Logf("the trace: %v", err)
+		return "(not written)"
+	}
+	return path
+}
+
+// shorten is the trace cut to what can have led to vs: the operations on
+// the namespaces they name, and the faults and source edits of the two
+// minutes before the last of them.
+func (k *soak) shorten(vs []oracle.Violation) []trace.Op {
+	named := map[string]bool{}
+	var until time.Duration
+	for _, v := range vs {
+		for ref, ns := range k.refs {
+			if strings.Contains(v.Rule+" "+v.Request, ns) {
+				named[ref] = true
+			}
+		}
+		if v.At.IsZero() {
+			until = -1 // a rule over the whole run: no end to cut at
+		} else if until >= 0 {
+			until = max(until, v.At.Sub(k.began))
+		}
+	}
+	return trace.Shorten(k.trace, named, max(until, 0), 2*time.Minute)
+}
+
+// shortenAndReplay prints the shortened trace and replays it with the same
+// courier, reporting whether the replay finds violations again.
+func (k *soak) shortenAndReplay(vs []oracle.Violation) {
+	short := k.shorten(vs)
+	path := k.writeTrace("-short", short)
+	k.t.Logf("the trace shortened to what the violations name (%d of %d operations), replay with make soak TRACE=%s:\n%s",
+		len(short), len(k.trace), path, trace.Format(short))
+	k.t.Run("replay of the shortened trace", func(t *testing.T) {
+		again := newSoak(t, k.bin, 0).run(0, short)
+		t.Logf("the shortened trace %s gave %d violations again (the first run: %d)", path, len(again), len(vs))
+		for _, v := range again {
+			t.Logf("replay: violation: %s", v)
+		}
+	})
 }
 
 // judge has the audit-log oracle judge every write each installation made
 // since mark, each as its own identity and installation (so either touching
 // the other's objects is a violation), and that neither wrote anything once
 // the cluster had settled.
-func (k *soak) judge(mark int64, settledAt time.Time) {
+func (k *soak) judge(mark int64, settledAt time.Time) []oracle.Violation {
 	events := auditSince(k.t, mark)
 	namespaces := map[string]bool{k.src: true, k.namespace: true, k.src2: true, k.secondNS: true}
 	for _, ns := range k.every {
@@ -281,7 +423,7 @@ func (k *soak) judge(mark int64, settledAt time.Time) {
 			vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("Rollout %s/roll rolled out %d times, but its input changed only %d times", ns, n, explained), Request: "all"})
 		}
 	}
-	reportViolations(k.t, "soak", vs)
+	return vs
 }
 
 // controllersRecovered waits until the controller manager, whose watches
@@ -306,7 +448,7 @@ func (k *soak) start() {
 		k.proxy = newFaultProxy(k.t)
 	}
 	// A short Lease: a restart after a SIGKILL waits out the dead one's.
-	k.courier = startCourierAs(k.t, k.firstID, nil, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms",
+	k.courier = startCourierFrom(k.t, k.bin, k.firstID, nil, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms",
 		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms", "--compat=replicator",
 		"--reload-resources=rollouts.argoproj.io", "--kubeconfig="+k.proxy.kubeconfig(k.t, k.firstID))
 	k.courier.WaitLeader(k.t.Context())
@@ -329,7 +471,7 @@ func (k *soak) startSecond() {
 	if k.secondNS == "" {
 		k.secondNS = newNamespace(k.t, "courier-second", nil)
 	}
-	k.second = startCourierAs(k.t, k.secondID, nil, "--namespace="+k.secondNS, "--source-namespaces="+k.src2,
+	k.second = startCourierFrom(k.t, k.bin, k.secondID, nil, "--namespace="+k.secondNS, "--source-namespaces="+k.src2,
 		"--reload-debounce=300ms", "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms",
 		"--kubeconfig="+kubeconfigAt(k.t, k.secondID, k.lag.Host))
 	k.second.WaitLeader(k.t.Context())
@@ -341,51 +483,124 @@ func (k *soak) goroutines() int {
 
 func (k *soak) labelValue() string { return []string{"a", "b", "c"}[k.rng.IntN(3)] }
 
-func (k *soak) newNamespace() {
-	v := k.labelValue()
-	ns := newNamespace(k.t, "soak", map[string]string{"soak-" + k.id: v})
-	k.live = append(k.live, ns)
-	k.every = append(k.every, ns)
-	k.labels[ns] = v
+// newNamespaceOp is the creation of the soak's next namespace.
+func (k *soak) newNamespaceOp() trace.Op {
+	return trace.Op{What: "create namespace", NS: fmt.Sprintf("n%d", len(k.every)), Arg: k.labelValue()}
 }
 
-func (k *soak) pick() string { return k.live[k.rng.IntN(len(k.live))] }
+// pick is one of the live namespaces, as the trace refers to it.
+func (k *soak) pick() string { return k.ref(k.live[k.rng.IntN(len(k.live))]) }
 
-// step makes one random change, never to a bystander.
-func (k *soak) step(bystanders map[string]string) {
-	t, ctx := k.t, k.t.Context()
+// ref is how the trace refers to namespace ns.
+func (k *soak) ref(ns string) string {
+	for r, name := range k.refs {
+		if name == ns {
+			return r
+		}
+	}
+	return ""
+}
+
+// choose is a random operation a user, a tenant or a fault makes next;
+// false for none this time.
+func (k *soak) choose() (trace.Op, bool) {
+	o := trace.Op{}
 	switch op := k.rng.IntN(100); {
 	case op < 12:
-		k.newNamespace()
-		k.did("create namespace", k.live[len(k.live)-1])
+		o = k.newNamespaceOp()
 	case op < 27:
-		ns, v := k.pick(), k.labelValue()
-		k.did("relabel namespace "+v, ns)
-		setNamespaceLabels(t, ns, func(l map[string]string) { l["soak-"+k.id] = v })
-		if consumed(k.labels[ns]) != consumed(v) { // alpha's replica goes and delta's comes, or back
-			k.changed(ns, 2)
-		}
-		k.labels[ns] = v
+		o = trace.Op{What: "relabel namespace", NS: k.pick(), Arg: k.labelValue()}
 	case op < 32 && len(k.live) > 3:
-		i := k.rng.IntN(len(k.live))
-		if !k.holdsBystander(k.live[i], bystanders) {
-			k.did("delete namespace", k.live[i])
-			_ = admin().CoreV1().Namespaces().Delete(ctx, k.live[i], metav1.DeleteOptions{})
-			delete(k.apps, k.live[i])
-			delete(k.rolls, k.live[i])
-			delete(k.pulls, k.live[i])
-			k.live = slices.Delete(k.live, i, i+1)
-		}
+		o = trace.Op{What: "delete namespace", NS: k.pick()}
 	case op < 52:
 		name := []string{"alpha", "beta", "gamma", "delta"}[k.rng.IntN(4)]
-		src := k.src
+		o = trace.Op{What: "edit source " + name, NS: "src"}
 		if name == "delta" {
-			src = k.src2
+			o.NS = "src2"
 		}
-		k.did("edit source "+name, src)
-		v := fmt.Sprint(k.rng.Int())
-		updateOnConflict(t, "edit source "+name, func(ctx context.Context) error {
-			s, err := getSecret(ctx, src, name)
+	case op < 65:
+		o = trace.Op{What: "edit replica", NS: k.pick()}
+	case op < 72:
+		o = trace.Op{What: "delete replica beta", NS: k.pick()}
+	case op < 74:
+		o = trace.Op{What: "create a Rollout consumer", NS: k.pick()}
+	case op < 82:
+		o = trace.Op{What: "create consumer", NS: k.pick()}
+	case op < 84:
+		// beta's keys or copied labels change: every replica follows.
+		if k.rng.IntN(2) == 0 {
+			o = trace.Op{What: "beta replicate-keys k", NS: "src", Arg: fmt.Sprint(!k.betaKeys)}
+		} else {
+			o = trace.Op{What: "beta copy-labels tier", NS: "src", Arg: fmt.Sprint(!k.betaCopy)}
+		}
+	case op < 86:
+		o = trace.Op{What: "create a pull of alpha", NS: k.pick()}
+		if k.pulls[k.refs[o.NS]] {
+			o.What = "edit the pull's content"
+		}
+	case op < 88:
+		o = trace.Op{What: "delete protected source gamma", NS: "src"}
+	case op < 91:
+		o = trace.Op{What: "cut courier's watches"}
+	case op < 93:
+		o = trace.Op{What: "stall courier's watches 3s", Arg: []string{"secrets", "namespaces"}[k.rng.IntN(2)]}
+	case op < 94:
+		o = trace.Op{What: "restart", Arg: []string{"kube-apiserver", "etcd"}[k.rng.IntN(2)]}
+	case op < 96:
+		o = trace.Op{What: "hold the second installation's kube-apiserver", Arg: fmt.Sprint(time.Duration(1+k.rng.IntN(4)) * time.Second)}
+	default:
+		switch k.rng.IntN(6) {
+		case 0:
+			o = trace.Op{What: "kill courier"}
+		case 1:
+			o = trace.Op{What: "kill the second installation"}
+		}
+	}
+	return o, o.What != ""
+}
+
+// apply makes operation o, unless the soak's rules forbid it now — it never
+// touches a bystander, deletes a namespace it made before courier started,
+// edits one replica (or the pulls) more than 4 times a minute, or makes a
+// second consumer or pull in a namespace — and records it in the trace.
+func (k *soak) apply(o trace.Op) {
+	t, ctx := k.t, k.t.Context()
+	ns := k.refs[o.NS]
+	if o.NS != "" && ns == "" && o.What != "create namespace" || ns != "" && o.NS[0] == 'n' && !slices.Contains(k.live, ns) {
+		return // a namespace a replayed trace has not made, or has deleted
+	}
+	switch o.What {
+	case "create namespace":
+		name := newNamespace(t, "soak", map[string]string{"soak-" + k.id: o.Arg})
+		k.refs[o.NS] = name
+		k.live = append(k.live, name)
+		k.every = append(k.every, name)
+		k.labels[name] = o.Arg
+		k.did(o)
+	case "relabel namespace":
+		k.did(o)
+		setNamespaceLabels(t, ns, func(l map[string]string) { l["soak-"+k.id] = o.Arg })
+		if consumed(k.labels[ns]) != consumed(o.Arg) { // alpha's replica goes and delta's comes, or back
+			k.changed(ns, 2)
+		}
+		k.labels[ns] = o.Arg
+	case "delete namespace":
+		i := slices.Index(k.live, ns)
+		if k.holdsBystander(ns) {
+			return
+		}
+		k.did(o)
+		_ = admin().CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		delete(k.apps, ns)
+		delete(k.rolls, ns)
+		delete(k.pulls, ns)
+		k.live = slices.Delete(k.live, i, i+1)
+	case "edit source alpha", "edit source beta", "edit source gamma", "edit source delta":
+		name := strings.TrimPrefix(o.What, "edit source ")
+		k.did(o)
+		v := fmt.Sprint(time.Now().UnixNano())
+		updateOnConflict(t, o.What, func(ctx context.Context) error {
+			s, err := getSecret(ctx, ns, name)
 			if apierrors.IsNotFound(err) {
 				return nil // the protected gamma, deleted and not restored yet
 			}
@@ -393,60 +608,58 @@ func (k *soak) step(bystanders map[string]string) {
 				return err
 			}
 			s.Data["k"] = []byte(v)
-			_, err = admin().CoreV1().Secrets(src).Update(ctx, s, metav1.UpdateOptions{})
+			_, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		})
-		for ns, v := range k.labels {
+		for n, v := range k.labels {
 			if consumed(v) == name {
-				k.changed(ns, 1)
+				k.changed(n, 1)
 			}
 		}
-	case op < 65:
+	case "edit replica":
 		// At most 4 edits of one replica a minute: past 5 courier backs off
 		// (ReplicaContested) by design, and the end state would not converge.
-		ns := k.pick()
 		recent := slices.DeleteFunc(k.edits[ns], func(at time.Time) bool { return time.Since(at) > 70*time.Second })
 		if len(recent) >= 4 {
-			break
+			return
 		}
 		name := consumed(k.labels[ns]) // kept by the first installation or the second
-		k.did("edit replica "+name, ns)
+		o.Arg = name
+		k.did(o)
 		if ok, _ := editSecret(ns, name, "k", "tampered")(ctx); ok {
 			k.edits[ns] = append(recent, time.Now())
 			k.changed(ns, 2) // the edit, and courier's revert
 		}
-	case op < 72:
-		ns := k.pick()
-		if _, owned := bystanders[ns+"/beta"]; !owned {
-			k.did("delete replica beta", ns)
-			_ = admin().CoreV1().Secrets(ns).Delete(ctx, "beta", metav1.DeleteOptions{})
+	case "delete replica beta":
+		if _, owned := k.bystanders[ns+"/beta"]; owned {
+			return
 		}
-	case op < 74:
-		ns := k.pick()
-		if _, ok := k.rolls[ns]; !ok {
-			k.did("create a Rollout consumer", ns)
-			k.rolls[ns] = k.changesBefore(ns)
-			tmpl := map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "roll"}},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1",
-					"env": []any{keyRefEnv("alpha"), keyRefEnv("delta")}}}}}
-			createObject(t, k.rollouts, "Rollout", ns, "roll", map[string]string{keyReload: "true"},
-				map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "roll"}}, "template": tmpl})
+		k.did(o)
+		_ = admin().CoreV1().Secrets(ns).Delete(ctx, "beta", metav1.DeleteOptions{})
+	case "create a Rollout consumer":
+		if _, ok := k.rolls[ns]; ok {
+			return
 		}
-	case op < 82:
-		ns := k.pick()
-		if _, ok := k.apps[ns]; !ok {
-			k.did("create consumer", ns)
-			k.apps[ns] = k.changesBefore(ns)
-			createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "alpha", "k"), keyRef("secret", "delta", "k")}, nil, nil))
+		k.did(o)
+		k.rolls[ns] = k.changesBefore(ns)
+		tmpl := map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "roll"}},
+			"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1",
+				"env": []any{keyRefEnv("alpha"), keyRefEnv("delta")}}}}}
+		createObject(t, k.rollouts, "Rollout", ns, "roll", map[string]string{keyReload: "true"},
+			map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "roll"}}, "template": tmpl})
+	case "create consumer":
+		if _, ok := k.apps[ns]; ok {
+			return
 		}
-	case op < 84:
-		// beta's keys or copied labels change: every replica follows.
-		if k.rng.IntN(2) == 0 {
-			k.betaKeys = !k.betaKeys
-			k.did(fmt.Sprintf("beta replicate-keys k: %v", k.betaKeys), k.src)
+		k.did(o)
+		k.apps[ns] = k.changesBefore(ns)
+		createDeployment(t, ns, "app", nil, podSpec([]corev1.EnvVar{keyRef("secret", "alpha", "k"), keyRef("secret", "delta", "k")}, nil, nil))
+	case "beta replicate-keys k", "beta copy-labels tier":
+		k.did(o)
+		if o.What == "beta replicate-keys k" {
+			k.betaKeys = o.Arg == "true"
 		} else {
-			k.betaCopy = !k.betaCopy
-			k.did(fmt.Sprintf("beta copy-labels tier: %v", k.betaCopy), k.src)
+			k.betaCopy = o.Arg == "true"
 		}
 		keys, copied := k.betaKeys, k.betaCopy
 		updateOnConflict(t, "beta's annotations", func(ctx context.Context) error {
@@ -465,77 +678,75 @@ func (k *soak) step(bystanders map[string]string) {
 			_, err = admin().CoreV1().Secrets(k.src).Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		})
-	case op < 86:
-		ns := k.pick()
-		if !k.pulls[ns] && !k.holdsBystander(ns, bystanders) {
-			k.did("create a pull of alpha", ns)
-			k.pulls[ns] = true
-			createSecret(t, ns, "puller", withAnnotation("replicator.v1.mittwald.de/replicate-from", k.src+"/alpha"), withLabel("owner", "tenant"))
-			break
+	case "create a pull of alpha":
+		if k.pulls[ns] || k.holdsBystander(ns) {
+			return
 		}
+		k.did(o)
+		k.pulls[ns] = true
+		createSecret(t, ns, "puller", withAnnotation("replicator.v1.mittwald.de/replicate-from", k.src+"/alpha"), withLabel("owner", "tenant"))
+	case "edit the pull's content":
 		// At most 4 edits a minute, as for replicas.
 		recent := slices.DeleteFunc(k.pullEdits, func(at time.Time) bool { return time.Since(at) > 70*time.Second })
-		if k.pulls[ns] && len(recent) < 4 {
-			k.did("edit the pull's content", ns)
-			if ok, _ := editSecret(ns, "puller", "k", "tampered")(ctx); ok {
-				k.pullEdits = append(recent, time.Now())
-			}
+		if !k.pulls[ns] || len(recent) >= 4 {
+			return
 		}
-	case op < 88:
-		k.did("delete protected source gamma", k.src)
+		k.did(o)
+		if ok, _ := editSecret(ns, "puller", "k", "tampered")(ctx); ok {
+			k.pullEdits = append(recent, time.Now())
+		}
+	case "delete protected source gamma":
+		k.did(o)
 		_ = admin().CoreV1().Secrets(k.src).Delete(ctx, "gamma", metav1.DeleteOptions{})
-	case op < 91:
-		k.did("cut courier's watches", "")
+	case "cut courier's watches":
+		k.did(o)
 		chaos.perturbations.Add(1)
 		k.proxy.cutWatches()
-	case op < 93:
-		resource := []string{"secrets", "namespaces"}[k.rng.IntN(2)]
-		k.did("stall courier's "+resource+" watches 3s", "")
+	case "stall courier's watches 3s":
+		k.did(o)
 		chaos.perturbations.Add(1)
-		k.proxy.stall(resource, 3*time.Second)
-	case op < 94:
-		component := []string{"kube-apiserver", "etcd"}[k.rng.IntN(2)]
-		k.did("restart "+component, "")
+		k.proxy.stall(o.Arg, 3*time.Second)
+	case "restart":
+		k.did(o)
 		chaos.perturbations.Add(1)
 		// kube-apiserver gets SIGTERM (and SIGKILL when it has not
 		// stopped 10 s later, as it usually has not: writes in flight then
 		// have an outcome the audit log cannot tell, which the oracle
 		// allows for); etcd is killed.
 		from := time.Now()
-		if err := env.cluster.Restart(ctx, component, component == "etcd"); err != nil {
+		if err := env.cluster.Restart(ctx, o.Arg, o.Arg == "etcd"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, component+" serving again", func(ctx context.Context) (bool, error) {
+		eventually(t, 60*time.Second, o.Arg+" serving again", func(ctx context.Context) (bool, error) {
 			_, err := admin().CoreV1().Namespaces().Get(ctx, k.src, metav1.GetOptions{})
 			return err == nil, nil
 		})
 		k.outages = append(k.outages, oracle.Span{From: from, To: time.Now()})
-	case op < 96:
+	case "hold the second installation's kube-apiserver":
 		// The second installation's kube-apiserver lags: what it watches,
 		// writes and renews waits while the other operations go on; its
 		// leader loses the Lease, and its writes in flight land late.
-		if time.Now().Before(k.heldUntil) {
-			break
+		d, err := time.ParseDuration(o.Arg)
+		if err != nil || time.Now().Before(k.heldUntil) {
+			return
 		}
-		d := time.Duration(1+k.rng.IntN(4)) * time.Second
-		k.did(fmt.Sprintf("hold the second installation's kube-apiserver %s", d), "")
+		k.did(o)
 		chaos.perturbations.Add(1)
 		k.lag.Hold()
 		k.heldUntil = time.Now().Add(d)
 		time.AfterFunc(d, k.lag.Release)
+	case "kill courier":
+		k.kill(o, k.courier, k.start)
+	case "kill the second installation":
+		k.kill(o, k.second, k.startSecond)
 	default:
-		switch k.rng.IntN(6) {
-		case 0:
-			k.kill("kill courier", k.courier, k.start)
-		case 1:
-			k.kill("kill the second installation", k.second, k.startSecond)
-		}
+		t.Fatalf("the soak has no operation %q", o.What)
 	}
 }
 
 // kill SIGKILLs p and starts its installation again.
-func (k *soak) kill(op string, p *courierProcess, start func()) {
-	k.did(op, "")
+func (k *soak) kill(o trace.Op, p *courierProcess, start func()) {
+	k.did(o)
 	chaos.perturbations.Add(1)
 	p.Signal(syscall.SIGKILL)
 	p.Wait(5 * time.Second)
@@ -548,8 +759,8 @@ func keyRefEnv(name string) map[string]any {
 	return map[string]any{"name": strings.ToUpper(name), "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": name, "key": "k"}}}
 }
 
-func (k *soak) holdsBystander(ns string, bystanders map[string]string) bool {
-	for ref := range bystanders {
+func (k *soak) holdsBystander(ns string) bool {
+	for ref := range k.bystanders {
 		if strings.HasPrefix(ref, ns+"/") {
 			return true
 		}

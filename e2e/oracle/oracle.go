@@ -208,6 +208,7 @@ func minTime(a, b time.Time) time.Time {
 type Violation struct {
 	Rule    string
 	Request string
+	At      time.Time // when the request was made; zero for a rule over the whole run
 }
 
 func (v Violation) String() string { return v.Rule + ": " + v.Request }
@@ -440,10 +441,11 @@ func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 	unknown := map[key]bool{}        // objects an uncertain write may have changed
 	unknownCreates := map[key]bool{} // {resource, namespace}: an uncertain create whose name the log lacks
 	gone := map[key]goneSource{}     // protected sources deleted
+	deleted := map[key]*object{}     // objects deleted, as they were
 	nsLabels := map[string]map[string]string{}
 	var out []Violation
 	var unjudged []Event
-	bad := func(rule string, e Event) { out = append(out, Violation{rule, e.String()}) }
+	bad := func(rule string, e Event) { out = append(out, Violation{Rule: rule, Request: e.String(), At: e.At}) }
 	for _, e := range events {
 		if e.Uncertain() && (s.Namespaces[e.Ref.Namespace] || e.Ref.Namespace == s.Installation) {
 			k := key{e.Ref.Resource, e.Ref.Namespace, e.Ref.Name}
@@ -472,13 +474,28 @@ func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 			k.name = result.Metadata.Name
 			prior = state[k]
 		}
+		// A deletion's event carries no version of its own commit, so it
+		// may be placed before writes that preceded it. An update or
+		// patch that succeeded after one found the object there: it
+		// came before, and is judged against the object as it was.
+		earlier := false
+		if was, ok := deleted[k]; ok && prior == nil && (e.Verb == "update" || e.Verb == "patch") {
+			prior, earlier = was, true
+		}
+		record := func(o *object) {
+			if earlier {
+				deleted[k] = o // still deleted after it
+			} else {
+				state[k] = o
+			}
+		}
 		if sub := e.Ref.Subresource; sub != "" {
 			// A status write returns the whole object: the metadata the
 			// controllers write this way is part of what courier finds.
 			if e.Username() == s.Courier {
 				bad("wrote the "+sub+" of a "+k.resource, e)
 			} else if sub == "status" && result != nil {
-				state[k] = result
+				record(result)
 			}
 			continue
 		}
@@ -500,17 +517,24 @@ func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 			} else if prior.protected() && (k.resource == "secrets" || k.resource == "configmaps") {
 				gone[k] = goneSource{at: e.At, last: prior}
 			}
+			if prior != nil {
+				deleted[k] = prior
+			}
 			delete(state, k)
 		case "deletecollection":
-			for sk := range state {
+			for sk, o := range state {
 				if sk.resource == k.resource && sk.namespace == ns {
+					deleted[sk] = o
 					delete(state, sk)
 				}
 			}
 			delete(unknownCreates, key{k.resource, ns, ""})
 		default:
-			if result != nil {
-				state[k] = result
+			if result != nil && earlier {
+				record(result)
+			} else if result != nil {
+				delete(deleted, k)
+				record(result)
 				if g, ok := gone[k]; ok {
 					if gap := s.serving(g.at, e.At); s.ProtectedGap > 0 && gap > s.ProtectedGap {
 						bad(fmt.Sprintf("protected source %s/%s was gone for %s while the API server served (%s in all), longer than %s",
@@ -523,7 +547,7 @@ func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 	}
 	for k, g := range gone {
 		if s.ProtectedGap > 0 && s.serving(g.at, end) > s.ProtectedGap {
-			out = append(out, Violation{fmt.Sprintf("protected source %s/%s deleted at %s was never restored", k.namespace, k.name, g.at.Format("15:04:05.000")), "none"})
+			out = append(out, Violation{Rule: fmt.Sprintf("protected source %s/%s deleted at %s was never restored", k.namespace, k.name, g.at.Format("15:04:05.000")), Request: "none", At: g.at})
 		}
 	}
 	return out, unjudged

@@ -119,9 +119,19 @@ func TestCheck(t *testing.T) {
 			line(1, "admin", "create", "secrets", "a", "s", secret("a", "s", `"courier.dev/protect":"true"`, "", "")),
 			line(3, "admin", "delete", "secrets", "a", "s", ""),
 		}, []string{"protected source a/s deleted at 05:00:03.000 was never restored"}},
-		{"a namespace's objects deleted together, then a replica written again", []string{
+		// An update succeeds only on an object that is there: one placed
+		// after its deletion came before it.
+		{"a namespace's objects deleted together, placed before a replica's update", []string{
 			line(1, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
 			line(2, "admin", "deletecollection", "secrets", "b", "", ""),
+			line(3, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+		}, nil},
+		{"an update placed after the deletion of an object courier did not create", []string{
+			line(1, "admin", "create", "secrets", "b", "s", secret("b", "s", "", "", `"mine":"a2VlcA=="`)),
+			line(2, "admin", "deletecollection", "secrets", "b", "", ""),
+			line(3, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
+		}, []string{"modified an object it did not create"}},
+		{"an update of an object never seen created", []string{
 			line(3, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
 		}, []string{"wrote an object it had not seen created"}},
 		{"a workload rolled out, then its image changed", []string{
@@ -151,6 +161,31 @@ func TestCheck(t *testing.T) {
 		{"a patch logged before the create it followed (another kube-apiserver)", []string{
 			line(2, courier, "patch", "deployments", "b", "d", deployAt(12, "1", "h1")),
 			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+		}, nil},
+		// A deletion returns no version of its own commit: the namespace
+		// controller's deletecollection, logged before courier's patch
+		// that preceded it (the patch succeeded, so the Deployment was
+		// there), is placed before it.
+		{"a patch logged after the deletecollection that followed it", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+			line(2, "admin", "deletecollection", "deployments", "b", "", ""),
+			line(3, courier, "patch", "deployments", "b", "d", deployAt(12, "1", "h1")),
+		}, nil},
+		{"a patch logged after the delete that followed it", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+			line(2, "admin", "delete", "deployments", "b", "d", deployAt(10, "1", "")),
+			line(3, courier, "patch", "deployments", "b", "d", deployAt(12, "1", "h1")),
+			line(4, courier, "patch", "deployments", "b", "d", deployAt(13, "1", "h2")),
+		}, nil},
+		{"a patch of a deleted object changing more than courier's annotations", []string{
+			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
+			line(2, "admin", "deletecollection", "deployments", "b", "", ""),
+			line(3, courier, "patch", "deployments", "b", "d", deployAt(12, "2", "h1")),
+		}, []string{"changed a workload beyond courier's annotations (.metadata.annotations.deployment.kubernetes.io/revision)"}},
+		{"a replica written after it was deleted is judged as the object it was", []string{
+			line(1, courier, "create", "secrets", "b", "s", secret("b", "s", "", replicaMarks+","+fromA, `"k":"MQ=="`)),
+			line(2, "admin", "delete", "secrets", "b", "s", secret("b", "s", "", replicaMarks+","+fromA, `"k":"MQ=="`)),
+			line(3, courier, "update", "secrets", "b", "s", secret("b", "s", "", replicaMarks+","+fromA, `"k":"Mg=="`)),
 		}, nil},
 		{"a rollout that really changes the revision", []string{
 			line(1, "admin", "create", "deployments", "b", "d", deployAt(10, "1", "")),
