@@ -104,7 +104,7 @@ func TestOracleFindsTheDefectsOfBrokenBuilds(t *testing.T) {
 // TestAFailingSoakShortensItsTraceAndReplaysIt shows what a soak that finds
 // a defect leaves: with a courier that skips the ownership check, a short
 // soak finds the objects it overwrote (the bystanders named like sources);
-// its trace, shortened to the namespaces they are in, is shorter than the
+// its trace, shortened to what the first of them names, is shorter than the
 // whole; and replaying the shortened trace finds them again.
 func TestAFailingSoakShortensItsTraceAndReplaysIt(t *testing.T) {
 	bin := brokenBuild(t, skipsOwnershipCheck)

@@ -192,7 +192,7 @@ func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L"
 // writes nothing once settled.
 //
 // A failure writes the trace of operations to .run/soak/, and that trace
-// shortened to what the violations name, which it replays at once to show
+// shortened to what the first violation names, which it replays at once to show
 // whether it reproduces them; make soak TRACE=file replays either.
 func TestSoak(t *testing.T) {
 	seed, replay := soakSeed(t), soakReplay(t)
@@ -351,25 +351,29 @@ func (k *soak) writeTrace(suffix string, ops []trace.Op) string {
 	return path
 }
 
-// shorten is the trace cut to what can have led to vs: the operations on
-// the namespaces they name, and the faults and source edits of the two
-// minutes before the last of them.
+// shorten is the trace cut to what can have led to the first of vs (the
+// earliest with a time; all of them when none has one): the operations on
+// the namespaces it names, and the faults and source edits of the two
+// minutes before it. One violation replayed is enough to study it.
 func (k *soak) shorten(vs []oracle.Violation) []trace.Op {
-	named := map[string]bool{}
-	var until time.Duration
+	pick, until := vs, time.Duration(0)
+	var first time.Time
 	for _, v := range vs {
+		if !v.At.IsZero() && (first.IsZero() || v.At.Before(first)) {
+			// Before the operations began (courier's first writes): 1 ns
+			// keeps only the namespaces made before courier started.
+			pick, until, first = []oracle.Violation{v}, max(v.At.Sub(k.began), time.Nanosecond), v.At
+		}
+	}
+	named := map[string]bool{}
+	for _, v := range pick {
 		for ref, ns := range k.refs {
 			if strings.Contains(v.Rule+" "+v.Request, ns) {
 				named[ref] = true
 			}
 		}
-		if v.At.IsZero() {
-			until = -1 // a rule over the whole run: no end to cut at
-		} else if until >= 0 {
-			until = max(until, v.At.Sub(k.began))
-		}
 	}
-	return trace.Shorten(k.trace, named, max(until, 0), 2*time.Minute)
+	return trace.Shorten(k.trace, named, until, 2*time.Minute)
 }
 
 // shortenAndReplay prints the shortened trace and replays it with the same
@@ -377,7 +381,7 @@ func (k *soak) shorten(vs []oracle.Violation) []trace.Op {
 func (k *soak) shortenAndReplay(vs []oracle.Violation) {
 	short := k.shorten(vs)
 	path := k.writeTrace("-short", short)
-	k.t.Logf("the trace shortened to what the violations name (%d of %d operations), replay with make soak TRACE=%s:\n%s",
+	k.t.Logf("the trace shortened to what the first violation names (%d of %d operations), replay with make soak TRACE=%s:\n%s",
 		len(short), len(k.trace), path, trace.Format(short))
 	k.t.Run("replay of the shortened trace", func(t *testing.T) {
 		again := newSoak(t, k.bin, 0).run(0, short)
