@@ -530,11 +530,12 @@ func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 			}
 			delete(unknownCreates, key{k.resource, ns, ""})
 		default:
-			if result != nil && earlier {
-				record(result)
-			} else if result != nil {
+			if result == nil {
+				break
+			}
+			record(result)
+			if !earlier {
 				delete(deleted, k)
-				record(result)
 				if g, ok := gone[k]; ok {
 					if gap := s.serving(g.at, e.At); s.ProtectedGap > 0 && gap > s.ProtectedGap {
 						bad(fmt.Sprintf("protected source %s/%s was gone for %s while the API server served (%s in all), longer than %s",
