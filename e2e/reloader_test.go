@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,6 +282,45 @@ func TestChangesWithinTheDebounceGiveOneRollout(t *testing.T) {
 		return
 	}
 	rolledOutOnce(t, ns, "app", g0, "secret/s0, secret/s1, secret/s2")
+}
+
+// SPEC (coalescing): the changes within --reload-debounce of the first give
+// one rollout, even when a new leader's term begins in between: its first
+// sync of every workload comes at once, and must still wait for the rest
+// of the window the standby saw open (before the fix: the first change
+// rolled out at the handover and the second one again).
+func TestChangesWithinTheDebounceGiveOneRolloutAcrossAHandover(t *testing.T) {
+	const debounce = 6 * time.Second
+	ns := newNamespace(t, "burst", nil)
+	lease := newNamespace(t, "courier-burst", nil)
+	createSecret(t, ns, "cfg", withData("k", "1"))
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "cfg", "k")}, nil, nil))
+	args := []string{"--namespace=" + lease, "--reload-debounce=" + debounce.String(),
+		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=200ms"}
+	a := startCourier(t, args...)
+	eventually(t, 30*time.Second, "first courier leads", a.isLeader)
+	b := startCourier(t, args...)
+	b.WaitReady(t.Context())
+	before := settled(t, ns, "app")
+
+	updateSecret(t, ns, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	first := time.Now()
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("the leader exited with %d on SIGTERM, want 0", code)
+	}
+	eventually(t, 5*time.Second, "the standby leads", b.isLeader)
+	time.Sleep(time.Second) // the new term's first syncs are done
+	updateSecret(t, ns, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("3") })
+	if took := time.Since(first); took > debounce-time.Second {
+		t.Fatalf("the SIGTERM handover and the second change took %s, not within the %s debounce of the first change", took, debounce)
+	}
+	time.Sleep(time.Until(first.Add(debounce + quiet)))
+	if n, err := replicaSets(t.Context(), ns, "app"); err != nil || n != before+1 {
+		t.Fatalf("%d ReplicaSets (%v) once the window is over, want %d: the two changes of one window gave more than one rollout\n%s",
+			n, err, before+1, linesWith(b.Logs(), "reloaded"))
+	}
+	rolledOutOnce(t, ns, "app", before, "secret/cfg")
 }
 
 func TestDeletedInputGivesInputMissingAndRollsOutOnlyWhenItComesBackChanged(t *testing.T) {

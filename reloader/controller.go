@@ -517,6 +517,9 @@ func (c *Controller) consumed(inputKey string) bool {
 type templateAt struct {
 	sum uint64
 	at  time.Time
+	// burst: when the first change of those seen within one
+	// --reload-debounce of each other was seen (see debouncing).
+	burst time.Time
 }
 
 // rememberTemplate records the pod template of workload obj, one of whose
@@ -526,7 +529,7 @@ type templateAt struct {
 // swept.
 func (c *Controller) rememberTemplate(obj any) {
 	o, ok := obj.(*workload.Object)
-	if !ok || o.TemplateSum == 0 {
+	if !ok {
 		return
 	}
 	now := c.opts.Clock.Now()
@@ -540,7 +543,26 @@ func (c *Controller) rememberTemplate(obj any) {
 			}
 		}
 	}
-	c.templates[o.UID] = templateAt{sum: o.TemplateSum, at: now}
+	burst := now
+	if t, ok := c.templates[o.UID]; ok && now.Sub(t.burst) < c.opts.Debounce {
+		burst = t.burst
+	}
+	c.templates[o.UID] = templateAt{sum: o.TemplateSum, at: now, burst: burst}
+}
+
+// debouncing is how long a change of workload uid's inputs still waits for
+// --reload-debounce: the changes seen within it of the first give one
+// rollout, whatever syncs the workload sooner (a term's resync, a retry, an
+// edit of the workload). Recorded by the informers' handlers, leading or
+// not, it holds a change seen just before this term began too.
+func (c *Controller) debouncing(uid types.UID) (time.Duration, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.templates[uid]
+	if !ok {
+		return 0, time.Time{}
+	}
+	return c.opts.Debounce - c.opts.Clock.Since(t.burst), t.burst
 }
 
 // templateBefore is the pod template workload uid had when the last of its

@@ -435,3 +435,56 @@ func openQueue(t *testing.T, f *fixture) context.Context {
 	<-opened
 	return ctx
 }
+
+// change stores next in the cache and tells the reloader, as the Secret
+// informer does when prev becomes next.
+func (f *fixture) change(t *testing.T, prev, next *corev1.Secret) {
+	t.Helper()
+	transform := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}))
+	p, _ := transform(prev.DeepCopyObject())
+	n, _ := transform(next.DeepCopyObject())
+	f.put(t, next)
+	f.c.inputHandler(wellknown.KindSecret, f.inf.Secrets.Informer().GetIndexer()).OnUpdate(p, n)
+}
+
+// A change rolls out only once --reload-debounce has passed since it was
+// seen, whatever syncs the workload sooner (a term's resync, a retry, an
+// edit of the workload), and whether courier led when it was seen: a
+// replica edited and reverted at once rolls nothing out, and the changes
+// of one burst give one rollout.
+func TestASyncWithinTheDebounceWaitsForIt(t *testing.T) {
+	for _, leading := range []bool{true, false} {
+		t.Run(map[bool]string{true: "seen while leading", false: "seen before the term began"}[leading], func(t *testing.T) {
+			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+			v1 := secret("db", "1", nil)
+			f := newFixture(t, Options{Debounce: 2 * time.Second}, v1, d)
+			f.baselined(t, d)
+			if leading {
+				openQueue(t, f)
+			}
+			clk := f.c.opts.Clock.(*testingclock.FakeClock)
+			edited := secret("db", "edited", nil)
+			f.change(t, v1, edited)
+			clk.Step(10 * time.Millisecond)
+			if patches := f.sync(t); len(patches) != 0 {
+				t.Fatalf("a sync 10ms after the change wrote %v; want nothing until the debounce is over", patches)
+			}
+			f.change(t, edited, v1) // reverted
+			clk.Step(2 * time.Second)
+			if patches := f.sync(t); len(patches) != 0 {
+				t.Fatalf("the sync after the debounce wrote %v for content set back; want nothing", patches)
+			}
+			v2 := secret("db", "2", nil)
+			f.change(t, v1, v2)
+			clk.Step(time.Second)
+			f.change(t, v2, secret("db", "3", nil))
+			if patches := f.sync(t); len(patches) != 0 {
+				t.Fatalf("a sync within the burst wrote %v; want nothing until the debounce is over", patches)
+			}
+			clk.Step(time.Second)
+			if patches := f.sync(t); len(patches) != 1 || patches[0]["rollout"] != "yes" {
+				t.Fatalf("the sync after the burst's debounce wrote %v; want one rollout", patches)
+			}
+		})
+	}
+}

@@ -597,6 +597,16 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case dropBaseline:
 		return c.patch(ctx, k, info, w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
+	consumer := w // what consumes the inputs: a Rollout's is the Deployment it takes its template from
+	if via != nil {
+		consumer = via
+	}
+	if wait, burst := c.debouncing(consumer.GetUID()); wait > 0 {
+		// Synced before the debounce is over: what it gathers rolls out then.
+		c.queue.Remember(k, seen)
+		c.queue.AddAfter(k, wait, burst)
+		return nil
+	}
 	if c.ownRollout(w, tmplObj, via) {
 		// The owner changed the pod template after the inputs changed (a
 		// Helm upgrade or kubectl apply of both): its rollout starts pods
