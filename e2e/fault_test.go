@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -287,5 +289,45 @@ func TestCachesCatchUpAtOnceAfterOutages(t *testing.T) {
 	if replicated > 5*time.Second || restored > 5*time.Second {
 		t.Errorf("after the outages courier took %s to replicate a change and %s to restore a protected source, want both within 5 s",
 			replicated.Round(time.Millisecond), restored.Round(time.Millisecond))
+	}
+}
+
+// A rollout whose answer is lost (the API server applied the patch, and
+// courier was told etcd timed out, as a 10,000-namespace bench saw 192
+// times) is recorded once: the retry finds the rollout made, and gives the
+// Reloaded Event, the reload counted and the log line it would have given
+// (before the fix: none of them), without rolling out again.
+func TestARolloutWhoseAnswerIsLostIsRecordedOnce(t *testing.T) {
+	fp := newFaultProxy(t)
+	ns := newNamespace(t, "lost", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns, "--kubeconfig="+fp.kubeconfig(t, courierIdentity()),
+		"--reload-debounce=100ms")
+	p.WaitLeader(t.Context())
+	before := settled(t, ns, "app")
+	fp.mu.Lock()
+	fp.loseAnswer = func(r *http.Request) bool {
+		return r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/deployments/app")
+	}
+	fp.mu.Unlock()
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", before, "secret/db")
+	fp.mu.Lock()
+	lost := fp.lost
+	fp.mu.Unlock()
+	if lost != 1 {
+		t.Fatalf("the proxy lost %d answers, want the rollout's", lost)
+	}
+	eventually(t, converge, "the Reloaded Event of the rollout whose answer was lost", eventWith(ns, "app", "Reloaded", "secret/db"))
+	eventually(t, converge, "the rollout counted", func(ctx context.Context) (bool, error) {
+		return metricSum(linesWith(p.Metrics(ctx), `result="success"`), "courier_reloader_reloads_total") == 1, nil
+	})
+	time.Sleep(quiet)
+	if n := eventCount(t, ns, "app", "Reloaded"); n != 1 {
+		t.Errorf("%d Reloaded Events, want 1", n)
+	}
+	if lines := linesWith(p.Logs(), `"msg":"reloaded"`); strings.Count(lines, `"msg":"reloaded"`) != 1 {
+		t.Errorf("want one reloaded log line, got:\n%s", lines)
 	}
 }

@@ -45,6 +45,11 @@ type faultProxy struct {
 	// arrives, before it is passed on.
 	beforeWrite func()
 	downUntil   time.Time // until when every request is answered 503 (down)
+	// loseAnswer, when set, picks a write whose answer is lost: the API
+	// server applied it, and courier is told etcd timed out (as when etcd
+	// commits a write after its deadline). Once: then it is unset.
+	loseAnswer func(*http.Request) bool
+	lost       int // answers lost
 }
 
 func newFaultProxy(t *testing.T) *faultProxy { return newFaultProxyTo(t, env.cluster.Config.Host) }
@@ -137,6 +142,16 @@ func (fp *faultProxy) afterUpstream(resp *http.Response) error {
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	fp.writes = append(fp.writes, r.Method+" "+r.URL.Path)
+	if fp.loseAnswer != nil && fp.loseAnswer(r) {
+		fp.loseAnswer = nil
+		fp.lost++
+		resp.Body.Close()
+		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcdserver: request timed out","code":500}`
+		resp.StatusCode, resp.Status = http.StatusInternalServerError, "500 Internal Server Error"
+		resp.Header = http.Header{"Content-Type": {"application/json"}}
+		resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+		return nil
+	}
 	if len(fp.writes) != fp.killAfter || fp.victim == nil {
 		return nil
 	}

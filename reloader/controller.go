@@ -130,6 +130,9 @@ type Controller struct {
 	// create has not succeeded yet, until it does or another Job takes the
 	// name.
 	pendingJobs map[key]*batchv1.Job
+	// lost: rollouts of this term whose patch may have been applied
+	// though it failed, by workload UID (see unansweredRollout).
+	lost map[types.UID]unansweredRollout
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -163,6 +166,7 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 
 		templates:   map[types.UID]templateAt{},
 		pendingJobs: map[key]*batchv1.Job{},
+		lost:        map[types.UID]unansweredRollout{},
 		providers:   map[string]*unstructured.Unstructured{},
 	}
 	reg.MustRegister(c.storms)
@@ -202,6 +206,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.logger.Error("no digest key: workloads are not reloaded until it exists", zap.Error(err))
 	}
 	c.queue.Run(ctx, workerCount, key{}, c.resync, c.sync, c.failed)
+	c.mu.Lock()
+	clear(c.lost) // the next term's leader, whoever it is, does not know them
+	c.mu.Unlock()
 	return nil
 }
 
@@ -577,8 +584,12 @@ func (c *Controller) templateBefore(uid types.UID) (uint64, bool) {
 	return t.sum, true
 }
 
+// forgetTemplate: the changes to workload uid's inputs since its last sync
+// are taken in (or it is gone); so is a rollout of them whose answer was
+// lost.
 func (c *Controller) forgetTemplate(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.templates, uid)
+	delete(c.lost, uid)
 }

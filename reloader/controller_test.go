@@ -14,8 +14,10 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -486,5 +488,95 @@ func TestASyncWithinTheDebounceWaitsForIt(t *testing.T) {
 				t.Fatalf("the sync after the burst's debounce wrote %v; want one rollout", patches)
 			}
 		})
+	}
+}
+
+// reloadedEvents drains the recorder and counts its Reloaded Events.
+func (f *fixture) reloadedEvents() int {
+	n := 0
+	for len(f.recorder.Events) > 0 {
+		if e := <-f.recorder.Events; strings.Contains(e, wellknown.ReasonReloaded) {
+			n++
+		}
+	}
+	return n
+}
+
+// A rollout whose patch failed without the API server's refusal may have
+// been made: when the next sync finds the workload as that patch left it,
+// the rollout is told once (its Event) and nothing is written; when it
+// was not made, the next sync makes it. A refused patch (409) is never
+// taken for made.
+func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		applied bool
+		patches int // the next sync's
+	}{
+		{"etcd timed out, and committed it", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true, 0},
+		{"the API server timed out, and nothing was committed", apierrors.NewTimeoutError("request timed out", 1), false, 1},
+		{"the connection broke after the API server applied it", errors.New("http2: client connection lost"), true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+			f := newFixture(t, Options{}, secret("db", "1", nil), d)
+			f.baselined(t, d)
+			f.put(t, secret("db", "2", nil))
+			failed := false
+			f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if failed {
+					return false, nil, nil
+				}
+				failed = true
+				if tc.applied {
+					if _, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return true, nil, tc.err
+			})
+			if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
+				t.Fatal("the rollout's patch failed, and sync returned no error")
+			}
+			if n := f.reloadedEvents(); n != 0 {
+				t.Fatalf("%d Reloaded Events for a rollout whose patch failed", n)
+			}
+			now, err := f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.put(t, now)
+			if patches := f.sync(t); len(patches) != tc.patches {
+				t.Fatalf("the next sync wrote %v, want %d patches", patches, tc.patches)
+			}
+			if n := f.reloadedEvents(); n != 1 {
+				t.Fatalf("%d Reloaded Events after the next sync, want 1", n)
+			}
+			now, _ = f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
+			f.put(t, now)
+			if patches := f.sync(t); len(patches) != 0 || f.reloadedEvents() != 0 {
+				t.Fatalf("a third sync wrote %v or told a rollout again", patches)
+			}
+		})
+	}
+}
+
+func TestMayHaveApplied(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
+		{apierrors.NewTimeoutError("x", 1), true},
+		{apierrors.NewServiceUnavailable("x"), true},
+		{errors.New("unexpected EOF"), true},
+		{apierrors.NewConflict(schema.GroupResource{Resource: "deployments"}, "web", errors.New("changed")), false},
+		{apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "web", errors.New("no")), false},
+		{apierrors.NewTooManyRequests("slow down", 1), false},
+	} {
+		if got := mayHaveApplied(tc.err); got != tc.want {
+			t.Errorf("mayHaveApplied(%v) = %t, want %t", tc.err, got, tc.want)
+		}
 	}
 }

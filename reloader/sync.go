@@ -547,6 +547,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		}
 		tmplObj, via = d, d.(metav1.Object)
 	}
+	if made, err := c.madeAfterAll(ctx, k, info, obj.(runtime.Object), w, tmplObj); made || err != nil {
+		return err
+	}
 	dg, ok := c.digester()
 	if !ok {
 		return fmt.Errorf("the digest key %s/%s is not there yet", c.opts.Namespace, KeySecret)
@@ -680,6 +683,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	} else if err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
+		c.unanswered(w.GetUID(), err, unansweredRollout{hash: dg.configHash(d.baseline), record: c.record(dg, d.baseline, d.changed), changed: d.changed, seen: seen})
 		return err
 	}
 	c.forgetTemplate(w.GetUID())
