@@ -359,8 +359,10 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			c.enqueueConsumers(informers.InputKey(kind, m.GetNamespace(), m.GetName()), contentChanged)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { enqueueConsumers(obj, false) },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		// An input created (or re-created) since the start may hold other
+		// content than its consumers were given.
+		AddFunc: func(obj any, isInInitialList bool) { enqueueConsumers(obj, !isInInitialList) },
 		UpdateFunc: func(oldObj, newObj any) {
 			om, err1 := meta.Accessor(oldObj)
 			nm, err2 := meta.Accessor(newObj)

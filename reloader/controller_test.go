@@ -502,11 +502,10 @@ func (f *fixture) reloadedEvents() int {
 	return n
 }
 
-// A rollout whose patch failed without the API server's refusal may have
-// been made: when the next sync finds the workload as that patch left it,
-// the rollout is told once (its Event) and nothing is written; when it
-// was not made, the next sync makes it. A refused patch (409) is never
-// taken for made.
+// A rollout whose patch failed may have been made all the same: when the
+// next sync finds the workload as that patch left it, the rollout is told
+// once (its Event) and nothing is written; when it was not made, the next
+// sync makes it, and tells it once.
 func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -517,6 +516,8 @@ func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 		{"etcd timed out, and committed it", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true, 0},
 		{"the API server timed out, and nothing was committed", apierrors.NewTimeoutError("request timed out", 1), false, 1},
 		{"the connection broke after the API server applied it", errors.New("http2: client connection lost"), true, 0},
+		{"client-go resent a patch the API server had applied", apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified")), true, 0},
+		{"refused", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("no")), false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
@@ -562,21 +563,36 @@ func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 	}
 }
 
-func TestMayHaveApplied(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
-		{apierrors.NewTimeoutError("x", 1), true},
-		{apierrors.NewServiceUnavailable("x"), true},
-		{errors.New("unexpected EOF"), true},
-		{apierrors.NewConflict(schema.GroupResource{Resource: "deployments"}, "web", errors.New("changed")), false},
-		{apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "web", errors.New("no")), false},
-		{apierrors.NewTooManyRequests("slow down", 1), false},
-	} {
-		if got := mayHaveApplied(tc.err); got != tc.want {
-			t.Errorf("mayHaveApplied(%v) = %t, want %t", tc.err, got, tc.want)
+// A change made after a rollout whose answer was lost is not dropped: the
+// sync that tells the lost rollout goes on and rolls the change out.
+func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, secret("db", "1", nil), d)
+	f.baselined(t, d)
+	f.put(t, secret("db", "2", nil))
+	failed := false
+	f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
 		}
+		failed = true
+		_, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a)
+		return true, nil, errors.Join(err, apierrors.NewInternalError(errors.New("etcdserver: request timed out")))
+	})
+	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
+		t.Fatal("the rollout's patch failed, and sync returned no error")
+	}
+	now, err := f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.put(t, now)
+	f.put(t, secret("db", "3", nil))
+	patches := f.sync(t)
+	if len(patches) != 1 || patches[0]["rollout"] != "yes" {
+		t.Fatalf("the sync after the lost rollout wrote %v; want the change made since rolled out", patches)
+	}
+	if n := f.reloadedEvents(); n != 2 {
+		t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the new one's", n)
 	}
 }

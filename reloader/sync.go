@@ -547,7 +547,8 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		}
 		tmplObj, via = d, d.(metav1.Object)
 	}
-	if made, err := c.madeAfterAll(ctx, k, info, obj.(runtime.Object), w, tmplObj); made || err != nil {
+	cons := consumer(w, via)
+	if stop, err := c.madeAfterAll(ctx, k, info, obj.(runtime.Object), w, cons, tmplObj); stop || err != nil {
 		return err
 	}
 	dg, ok := c.digester()
@@ -590,7 +591,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		c.metrics.skipped.WithLabelValues(skipAppeared).Inc()
 	}
 	if d.action != rollOut {
-		c.forgetTemplate(w.GetUID()) // the changes since the last sync are taken in
+		c.forgetTemplate(cons.GetUID()) // the changes since the last sync are taken in
 	}
 	switch d.action {
 	case writeNothing:
@@ -600,15 +601,15 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	case dropBaseline:
 		return c.patch(ctx, k, info, w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil}, "")
 	}
-	consumer := w // what consumes the inputs: a Rollout's is the Deployment it takes its template from
-	if via != nil {
-		consumer = via
-	}
-	if wait, burst := c.debouncing(consumer.GetUID()); wait > 0 {
-		// Synced before the debounce is over: what it gathers rolls out then.
-		c.queue.Remember(k, seen)
-		c.queue.AddAfter(k, wait, burst)
-		return nil
+	if seen.IsZero() || c.opts.Clock.Since(seen) < c.opts.Debounce {
+		// Not the end of a change's debounce (a resync, a retry, an edit
+		// of the workload): wait for the rest of the window its inputs'
+		// changes opened, and roll out what it gathered then.
+		if wait, burst := c.debouncing(cons.GetUID()); wait > 0 {
+			c.queue.Remember(k, seen)
+			c.queue.AddAfter(k, wait, burst)
+			return nil
+		}
 	}
 	if c.ownRollout(w, tmplObj, via) {
 		// The owner changed the pod template after the inputs changed (a
@@ -620,7 +621,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
 			return err
 		}
-		c.forgetTemplate(w.GetUID())
+		c.forgetTemplate(cons.GetUID())
 		return nil
 	}
 	if k.Kind == workload.Job {
@@ -683,10 +684,11 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	} else if err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
-		c.unanswered(w.GetUID(), err, unansweredRollout{hash: dg.configHash(d.baseline), record: c.record(dg, d.baseline, d.changed), changed: d.changed, seen: seen})
+		c.unanswered(cons.GetUID(), unansweredRollout{hash: dg.configHash(d.baseline), record: c.record(dg, d.baseline, d.changed),
+			changed: d.changed, seen: seen, rv: cons.GetResourceVersion()})
 		return err
 	}
-	c.forgetTemplate(w.GetUID())
+	c.forgetTemplate(cons.GetUID())
 	c.reloaded(k, obj.(runtime.Object), d.changed, seen)
 	return nil
 }
@@ -751,7 +753,7 @@ func (c *Controller) notifyOnly(ctx context.Context, k key, info kindInfo, obj r
 	if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
 		return err
 	}
-	c.forgetTemplate(w.GetUID())
+	c.forgetTemplate(consumer(w, via).GetUID())
 	why := "--reload-mode=notify"
 	if annotated {
 		why = wellknown.Reload + "=" + wellknown.ReloadNotify

@@ -2,10 +2,8 @@ package reloader
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,59 +12,76 @@ import (
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
-// unansweredRollout is a rollout whose patch failed in a way that may still
-// have applied it: the API server answered no refusal (etcd timed out, and
-// may commit the write after its deadline; the connection broke). The
-// retry finds the workload with the baseline the patch carried, so it
-// would see nothing to do, and the rollout made would go untold: no
-// Reloaded Event, no metric, no log line, no notification.
+// unansweredRollout is a rollout whose write failed, which may have been
+// made all the same: etcd timed out and committed the write after its
+// deadline, the connection broke after the API server applied it,
+// client-go resent a patch the API server had applied (the resend then
+// conflicts), or a kind written in two patches got its hash and not its
+// record. The next sync would find the workload with the baseline it
+// carried and see nothing to do: the rollout would go untold (no Reloaded
+// Event, no metric, no log line, no notification).
 type unansweredRollout struct {
 	hash    string         // the pod template's courier.dev/config-hash it wrote
 	record  map[string]any // the workload's annotations it wrote (record)
 	changed []string
 	seen    time.Time
+	// rv: the resourceVersion of the object holding the pod template that
+	// the write was made against; once the cache holds another version
+	// without the hash, the rollout was not made (or was replaced since).
+	rv string
 }
 
-// mayHaveApplied reports whether a write that failed with err may still
-// have been applied: anything but the API server's refusal (a 4xx).
-func mayHaveApplied(err error) bool {
-	var s apierrors.APIStatus
-	if errors.As(err, &s) {
-		code := s.Status().Code
-		return code == 0 || code >= 500
+// consumer is what consumes workload w's inputs, whose changes the
+// reloader records: w, or the Deployment a Rollout takes its template from
+// (via).
+func consumer(w, via metav1.Object) metav1.Object {
+	if via != nil {
+		return via
 	}
-	return true
+	return w
 }
 
-// unanswered records a rollout whose patch failed with err, if it may have
-// applied it, until the workload's next sync that finds it made, a sync
-// that takes the workload's changes in (forgetTemplate), or the term's end.
-func (c *Controller) unanswered(uid types.UID, err error, r unansweredRollout) {
-	if !mayHaveApplied(err) {
-		return
-	}
+// unanswered records a rollout of the workload whose consumer is uid that
+// failed, until a sync finds it made or not, a sync takes the workload's
+// changes in (forgetTemplate), or the term ends.
+func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lost[uid] = r
 }
 
-// madeAfterAll tells of the unanswered rollout of workload w (its pod
-// template in tmplObj) if the cache shows it was made: it writes the
-// record if only the hash got there (a kind written in two patches), then
-// gives what the rollout would have (reloaded). It reports whether it did.
-func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj runtime.Object, w metav1.Object, tmplObj any) (bool, error) {
+// madeAfterAll looks at the failed rollout of workload w (consumer cons,
+// holding the pod template tmplObj), if any. Made — the template holds
+// its hash — it writes the record if only the hash got there, and tells
+// the rollout (reloaded); the sync stops when it wrote the record (the
+// write brings the next one). Not made — another version without the
+// hash — it is forgotten. Otherwise the cache has not caught up yet.
+func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj runtime.Object, w, cons metav1.Object, tmplObj any) (stop bool, err error) {
 	c.mu.Lock()
-	r, ok := c.lost[w.GetUID()]
+	r, ok := c.lost[cons.GetUID()]
 	c.mu.Unlock()
-	if !ok || workload.HashOf(tmplObj) != r.hash {
+	switch {
+	case !ok:
+		return false, nil
+	case workload.HashOf(tmplObj) != r.hash:
+		if cons.GetResourceVersion() != r.rv {
+			c.forgetLost(cons.GetUID())
+		}
 		return false, nil
 	}
-	if w.GetAnnotations()[wellknown.ConfigInputs] != r.record[wellknown.ConfigInputs] {
+	wrote := w.GetAnnotations()[wellknown.ConfigInputs] != r.record[wellknown.ConfigInputs]
+	if wrote {
 		if err := c.patch(ctx, k, info, "", r.record, ""); err != nil {
 			return false, err
 		}
 	}
-	c.forgetTemplate(w.GetUID())
+	c.forgetLost(cons.GetUID())
 	c.reloaded(k, obj, r.changed, r.seen)
-	return true, nil
+	return wrote, nil
+}
+
+func (c *Controller) forgetLost(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.lost, uid)
 }
