@@ -502,6 +502,43 @@ func (f *fixture) reloadedEvents() int {
 	return n
 }
 
+// failedRollout syncs app/web, whose rollout patch fails with err, the
+// API server having applied it or not, and stores the Deployment as the
+// API server then holds it.
+func (f *fixture) failedRollout(t *testing.T, err error, applied bool) {
+	t.Helper()
+	failed := false
+	f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
+		}
+		failed = true
+		if applied {
+			if _, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a); err != nil {
+				t.Error(err)
+			}
+		}
+		return true, nil, err
+	})
+	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
+		t.Fatal("the rollout's patch failed, and sync returned no error")
+	}
+	if n := f.reloadedEvents(); n != 0 {
+		t.Fatalf("%d Reloaded Events for a rollout whose patch failed", n)
+	}
+	f.stored(t)
+}
+
+// stored puts app/web in the cache as the API server holds it.
+func (f *fixture) stored(t *testing.T) {
+	t.Helper()
+	now, err := f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.put(t, now)
+}
+
 // A rollout whose patch failed may have been made all the same: when the
 // next sync finds the workload as that patch left it, the rollout is told
 // once (its Event) and nothing is written; when it was not made, the next
@@ -524,38 +561,14 @@ func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 			f := newFixture(t, Options{}, secret("db", "1", nil), d)
 			f.baselined(t, d)
 			f.put(t, secret("db", "2", nil))
-			failed := false
-			f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				if failed {
-					return false, nil, nil
-				}
-				failed = true
-				if tc.applied {
-					if _, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return true, nil, tc.err
-			})
-			if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
-				t.Fatal("the rollout's patch failed, and sync returned no error")
-			}
-			if n := f.reloadedEvents(); n != 0 {
-				t.Fatalf("%d Reloaded Events for a rollout whose patch failed", n)
-			}
-			now, err := f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.put(t, now)
+			f.failedRollout(t, tc.err, tc.applied)
 			if patches := f.sync(t); len(patches) != tc.patches {
 				t.Fatalf("the next sync wrote %v, want %d patches", patches, tc.patches)
 			}
 			if n := f.reloadedEvents(); n != 1 {
 				t.Fatalf("%d Reloaded Events after the next sync, want 1", n)
 			}
-			now, _ = f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
-			f.put(t, now)
+			f.stored(t)
 			if patches := f.sync(t); len(patches) != 0 || f.reloadedEvents() != 0 {
 				t.Fatalf("a third sync wrote %v or told a rollout again", patches)
 			}
@@ -570,23 +583,7 @@ func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
 	f := newFixture(t, Options{}, secret("db", "1", nil), d)
 	f.baselined(t, d)
 	f.put(t, secret("db", "2", nil))
-	failed := false
-	f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if failed {
-			return false, nil, nil
-		}
-		failed = true
-		_, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a)
-		return true, nil, errors.Join(err, apierrors.NewInternalError(errors.New("etcdserver: request timed out")))
-	})
-	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
-		t.Fatal("the rollout's patch failed, and sync returned no error")
-	}
-	now, err := f.client.AppsV1().Deployments("app").Get(t.Context(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.put(t, now)
+	f.failedRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
 	f.put(t, secret("db", "3", nil))
 	patches := f.sync(t)
 	if len(patches) != 1 || patches[0]["rollout"] != "yes" {
