@@ -50,7 +50,13 @@ type faultProxy struct {
 	// commits a write after its deadline). Once: then it is unset.
 	loseAnswer func(*http.Request) bool
 	lost       int // answers lost
+	// timeOut, when set, picks a request the proxy answers itself, as the
+	// API server does when etcd timed out (nothing committed). Once.
+	timeOut func(*http.Request) bool
 }
+
+// etcdTimedOut is the API server's answer when etcd did not commit in time.
+const etcdTimedOut = `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcdserver: request timed out","code":500}`
 
 func newFaultProxy(t *testing.T) *faultProxy { return newFaultProxyTo(t, env.cluster.Config.Host) }
 
@@ -85,6 +91,18 @@ func newFaultProxyTo(t *testing.T, server string) *faultProxy {
 		fp.mu.Unlock()
 		if down {
 			http.Error(w, "the API server is unavailable (fault proxy)", http.StatusServiceUnavailable)
+			return
+		}
+		fp.mu.Lock()
+		timeOut := fp.timeOut != nil && fp.timeOut(r)
+		if timeOut {
+			fp.timeOut = nil
+		}
+		fp.mu.Unlock()
+		if timeOut {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, etcdTimedOut)
 			return
 		}
 		if counted(r) {
@@ -146,7 +164,7 @@ func (fp *faultProxy) afterUpstream(resp *http.Response) error {
 		fp.loseAnswer = nil
 		fp.lost++
 		resp.Body.Close()
-		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcdserver: request timed out","code":500}`
+		body := etcdTimedOut
 		resp.StatusCode, resp.Status = http.StatusInternalServerError, "500 Internal Server Error"
 		resp.Header = http.Header{"Content-Type": {"application/json"}}
 		resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))

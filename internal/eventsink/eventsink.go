@@ -68,12 +68,14 @@ func (s *Sink) work() {
 	}
 }
 
-// send creates e, trying again after a failure to reach the API server (an
-// answer from it, such as a refusal, is final), as the broadcaster does.
+// send creates e, trying again after a failure to reach the API server, as
+// the broadcaster does, and after its trouble (a 5xx or 429: etcd timed
+// out, too many requests); its refusal is final.
 func (s *Sink) send(e *corev1.Event) {
 	for try := 1; ; try++ {
 		_, err := s.EventSink.Create(e)
 		var status apierrors.APIStatus
+		refused := errors.As(err, &status) && status.Status().Code != 429 && status.Status().Code < 500
 		switch {
 		case err == nil || apierrors.IsAlreadyExists(err):
 			return
@@ -84,7 +86,7 @@ func (s *Sink) send(e *corev1.Event) {
 			s.logger.Debug("an Event for an object whose namespace is going was not recorded", zap.String("reason", e.Reason),
 				zap.String("object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name))
 			return
-		case errors.As(err, &status) || try == maxTries:
+		case refused || try == maxTries:
 			s.logger.Warn("cannot record an Event", zap.String("reason", e.Reason),
 				zap.String("object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name), zap.Error(err))
 			return

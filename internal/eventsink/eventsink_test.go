@@ -127,3 +127,39 @@ type refusing struct {
 }
 
 func (r *refusing) Create(*corev1.Event) (*corev1.Event, error) { r.tries++; return nil, r.err }
+
+// An Event whose create met the API server's trouble rather than its
+// refusal (etcd timed out, too many requests, unavailable) is sent again:
+// a 10,000-namespace bench lost 55 Reloaded Events to etcd's timeouts.
+func TestAnEventMetWithTheAPIServersTroubleIsSentAgain(t *testing.T) {
+	for _, err := range []error{
+		apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")),
+		apierrors.NewTooManyRequests("slow down", 0),
+		apierrors.NewServiceUnavailable("starting"),
+		apierrors.NewTimeoutError("the request timed out", 0),
+	} {
+		t.Run(err.Error(), func(t *testing.T) {
+			t.Parallel() // each waits a second before its second try
+			a := &troubled{err: err, fails: 1}
+			s := &Sink{EventSink: a, ctx: context.Background(), logger: zap.NewNop()}
+			s.send(&corev1.Event{Reason: "Reloaded"})
+			if a.tries != 2 {
+				t.Errorf("tried %d times, want twice (the second one writes it)", a.tries)
+			}
+		})
+	}
+}
+
+type troubled struct {
+	api
+	err          error
+	fails, tries int
+}
+
+func (r *troubled) Create(e *corev1.Event) (*corev1.Event, error) {
+	r.tries++
+	if r.tries <= r.fails {
+		return nil, r.err
+	}
+	return e, nil
+}
