@@ -130,8 +130,9 @@ type Controller struct {
 	// create has not succeeded yet, until it does or another Job takes the
 	// name.
 	pendingJobs map[key]*batchv1.Job
-	// lost: rollouts of this term whose patch may have been applied
-	// though it failed, by workload UID (see unansweredRollout).
+	// lost: rollouts of this term whose write failed and may have been
+	// made all the same, by the UID of what consumes the inputs (consumer;
+	// see unansweredRollout).
 	lost map[types.UID]unansweredRollout
 }
 
