@@ -164,10 +164,9 @@ func (fp *faultProxy) afterUpstream(resp *http.Response) error {
 		fp.loseAnswer = nil
 		fp.lost++
 		resp.Body.Close()
-		body := etcdTimedOut
 		resp.StatusCode, resp.Status = http.StatusInternalServerError, "500 Internal Server Error"
 		resp.Header = http.Header{"Content-Type": {"application/json"}}
-		resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+		resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(etcdTimedOut)), int64(len(etcdTimedOut))
 		return nil
 	}
 	if len(fp.writes) != fp.killAfter || fp.victim == nil {
