@@ -510,6 +510,15 @@ func table(shown figures, runs ...figures) string {
 		}
 		b.WriteString("\n")
 	}
+	if n := len(all.Sizes); n > 0 {
+		largest := all.Sizes[n-1].Namespaces
+		if rss, half, full, err := holds(runs, largest); err == nil {
+			fmt.Fprintf(&b, "\nWhat the chart's memory limits hold, extrapolated along lines fitted over every run up to %s namespaces "+
+				"(least squares; clusters of this density): steady RSS reaches 256 MiB at about %s namespaces; the live heap reaches half "+
+				"of the chart's GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) at about %s, and GOMEMLIMIT itself "+
+				"(beyond it courier cannot keep its caches under the limits) at about %s.\n", thousands(largest), thousands(rss), thousands(half), thousands(full))
+		}
+	}
 	return b.String()
 }
 
@@ -582,4 +591,80 @@ func draw(dir string, all []size) error {
 		}
 	}
 	return nil
+}
+
+// line is a least-squares line y = a + b × namespaces.
+type line struct{ a, b float64 }
+
+// fitOver fits the memory figure key (bytes) of every run's sizes up to
+// upTo namespaces, as a line over namespaces; it needs two sizes or more.
+func fitOver(runs []figures, upTo int, key string) (line, error) {
+	var xs, ys []float64
+	sizes := map[int]bool{}
+	for _, r := range runs {
+		for _, s := range r.Sizes {
+			if v, ok := s.Memory[key]; ok && v > 0 && s.Namespaces <= upTo {
+				xs, ys = append(xs, float64(s.Namespaces)), append(ys, v)
+				sizes[s.Namespaces] = true
+			}
+		}
+	}
+	if len(sizes) < 2 {
+		return line{}, fmt.Errorf("%s is fitted over two sizes or more, the runs up to %d namespaces have %d", key, upTo, len(sizes))
+	}
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(xs))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy, sxx = sxy+(xs[i]-mx)*(ys[i]-my), sxx+(xs[i]-mx)*(xs[i]-mx)
+	}
+	if sxy <= 0 {
+		return line{}, fmt.Errorf("%s does not grow with the namespaces in the runs up to %d", key, upTo)
+	}
+	b := sxy / sxx
+	return line{a: my - b*mx, b: b}, nil
+}
+
+// reaches is where l reaches limit, in namespaces rounded down to hundreds.
+func (l line) reaches(limit float64) int { return int((limit-l.a)/l.b) / 100 * 100 }
+
+// goMemLimit is the GOMEMLIMIT (bytes) a size ran under, 0 for none.
+func goMemLimit(s size) float64 {
+	var mib float64
+	if _, err := fmt.Sscanf(s.Limits, "GOMEMLIMIT=%gMiB", &mib); err != nil {
+		return 0
+	}
+	return mib * (1 << 20)
+}
+
+// holds says, from the runs up to upTo namespaces (the largest measured),
+// where steady RSS reaches the target and the live heap half of the chart's
+// GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) and
+// GOMEMLIMIT itself (beyond it courier cannot keep its caches under the
+// chart's limits), each extrapolated along a line fitted over every run.
+func holds(runs []figures, upTo int) (rss, half, full int, err error) {
+	const target = 256 << 20
+	r, err := fitOver(runs, upTo, "steadyRssBytes")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	live, err := fitOver(runs, upTo, "steadyLiveHeapBytes")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var limit float64
+	for _, run := range runs {
+		for _, s := range run.Sizes {
+			if s.Namespaces == upTo {
+				limit = max(limit, goMemLimit(s))
+			}
+		}
+	}
+	if limit == 0 {
+		return 0, 0, 0, fmt.Errorf("no run at %d namespaces ran under the chart's GOMEMLIMIT", upTo)
+	}
+	return r.reaches(target), live.reaches(limit / 2), live.reaches(limit), nil
 }

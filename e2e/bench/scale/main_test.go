@@ -112,3 +112,52 @@ func TestAScenarioWithNoValidRepetition(t *testing.T) {
 		t.Errorf("quoted 3a ratio %q, %v", v, err)
 	}
 }
+
+// TestWhatTheLimitsHold: memory growing along a line over three sizes is
+// extrapolated to where steady RSS reaches 256 MiB and the live heap half
+// of GOMEMLIMIT and GOMEMLIMIT itself, in the table and as quoted figures;
+// runs of one size alone, or without the chart's limits, give no figure.
+func TestWhatTheLimitsHold(t *testing.T) {
+	const mib = 1 << 20
+	at := func(ns int, limits string) size {
+		// steady RSS 40 MiB + 30 MiB per 1,000 namespaces; live heap
+		// 5 MiB + 20 MiB per 1,000.
+		return size{Namespaces: ns, Limits: limits, Memory: map[string]float64{
+			"steadyRssBytes": (40 + 30*float64(ns)/1000) * mib, "steadyLiveHeapBytes": (5 + 20*float64(ns)/1000) * mib}}
+	}
+	chart := "GOMEMLIMIT=400MiB, 512 MiB"
+	runs := []figures{{Sizes: []size{at(1000, chart), at(3000, chart)}}, {Sizes: []size{at(10000, chart)}}, {Sizes: []size{at(1000, chart)}}}
+	rss, half, full, err := holds(runs, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (256-40)/30 = 7.2; (200-5)/20 = 9.75; (400-5)/20 = 19.75 (thousands).
+	if rss != 7200 || half != 9700 || full != 19700 {
+		t.Errorf("holds = %d, %d, %d; want 7200, 9700, 19700", rss, half, full)
+	}
+	if got := table(newest(runs), runs...); !strings.Contains(got, "steady RSS reaches 256 MiB at about 7,200 namespaces") {
+		t.Errorf("table:\n%s", got)
+	}
+	if _, _, _, err := holds(runs, 1000); err == nil {
+		t.Error("a line fitted over one size")
+	}
+	if _, _, _, err := holds([]figures{{Sizes: []size{at(1000, ""), at(10000, "")}}}, 10000); err == nil {
+		t.Error("a limit extrapolated from runs without the chart's limits")
+	}
+
+	root := t.TempDir()
+	for _, doc := range documents {
+		writeFile(t, filepath.Join(root, doc), "RSS within 256 MiB up to <!-- fig 10000 holds-rss -->x<!-- /fig -->; GOMEMLIMIT at <!-- fig 10000 holds-limit -->y<!-- /fig -->.\n")
+	}
+	files, err := generate(root, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "up to <!-- fig 10000 holds-rss -->about 7,200 namespaces<!-- /fig -->; GOMEMLIMIT at <!-- fig 10000 holds-limit -->about 19,700 namespaces<!-- /fig -->"; !strings.Contains(string(files["docs/scale.md"]), want) {
+		t.Errorf("docs/scale.md:\n%s\nwant %q", files["docs/scale.md"], want)
+	}
+	writeFile(t, filepath.Join(root, "README.md"), "<!-- fig 10000 holds-nothing -->x<!-- /fig -->\n")
+	if _, err := generate(root, runs); err == nil {
+		t.Error("an unknown holds- figure was generated")
+	}
+}
