@@ -156,7 +156,7 @@ bench-scale:
 bench-record:
 	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -record=.run/bench-scale
 
-## bench-tables: regenerate bench-scale's tables, pictures and every quoted figure (BENCHMARKS.md, docs/scale.md, README.md, docs/bench-scale/) from the runs in docs/bench-scale/runs/; make lint fails when they differ
+## bench-tables: regenerate bench-scale's tables, pictures and every quoted figure (BENCHMARKS.md, docs/scale.md, docs/design.md, README.md, docs/bench-scale/) from the runs in docs/bench-scale/runs/; make lint fails when they differ
 bench-tables:
 	cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -tables
 

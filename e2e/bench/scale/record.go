@@ -115,7 +115,7 @@ const (
 var figureRE = regexp.MustCompile(`<!-- fig (\d+) ([a-z0-9-]+) -->(.*?)<!-- /fig -->`)
 
 // documents are the files with generated parts, relative to the root.
-var documents = []string{"BENCHMARKS.md", "docs/scale.md", "README.md"}
+var documents = []string{"BENCHMARKS.md", "docs/scale.md", "docs/design.md", "README.md"}
 
 // figureValue is the figure name of s, as the documents quote it.
 func figureValue(s size, name string) (string, error) {

@@ -26,6 +26,7 @@ func TestRecordThenTables(t *testing.T) {
 	writeFile(t, filepath.Join(root, "BENCHMARKS.md"), "# b\n\n"+blockBegin+"\nold tables\n"+blockEnd+"\n\nRSS <!-- fig 1000 steady-rss -->1 MiB<!-- /fig -->.\n")
 	writeFile(t, filepath.Join(root, "docs/scale.md"), "heap per object <!-- fig 1000 heap-per-object -->x<!-- /fig -->\n")
 	writeFile(t, filepath.Join(root, "README.md"), "no figures\n")
+	writeFile(t, filepath.Join(root, "docs/design.md"), "no figures\n")
 	run := filepath.Join(root, ".run/bench-scale")
 	f := figures{Date: "2026-11-26T10:00:00Z", Commit: "abc1234", Sizes: []size{{Namespaces: 1000, Objects: 22161,
 		Memory: map[string]float64{"steadyRssBytes": 70 << 20}, HeapPerObject: 1700, BenchResultsAt: "/abs/1000/results.json"}}}
