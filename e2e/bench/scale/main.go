@@ -381,6 +381,10 @@ func (s size) ratio(key string) float64 {
 	return math.NaN()
 }
 
+// steadyRSSTarget is the steady RSS target (MiB): a target below, and what
+// holds extrapolates to.
+const steadyRSSTarget = 256
+
 // The targets of issue #17, at every size.
 var targets = []struct {
 	name  string
@@ -396,7 +400,7 @@ var targets = []struct {
 	{"new namespace → 50 replicas", 0.2, " s", func(s size) float64 { return s.Scenarios[fresh].median() }, false},
 	{"cold start → ready and leading", 20, " s", func(s size) float64 { return s.Scenarios[start].median() }, false},
 	{"start → ready, paired ratio to a bare client filling the same caches", 1.2, "×", func(s size) float64 { return s.ratio(start) }, false},
-	{"steady RSS", 256, " MiB", func(s size) float64 { return s.Memory["steadyRssBytes"] / (1 << 20) }, false},
+	{"steady RSS", steadyRSSTarget, " MiB", func(s size) float64 { return s.Memory["steadyRssBytes"] / (1 << 20) }, false},
 	{"Go heap per cached object", 1.5, " KiB", func(s size) float64 { return s.HeapPerObject / 1024 }, false},
 	{"write counts other than N + D per change, 0 per restart, 0 idle", 0, "", func(s size) float64 { return float64(len(s.Problems)) }, true},
 	{"OOM kills under the chart's memory limits (`-chart-limits`)", 0, "", func(s size) float64 {
@@ -514,9 +518,9 @@ func table(shown figures, runs ...figures) string {
 		largest := all.Sizes[n-1].Namespaces
 		if rss, half, full, err := holds(runs, largest); err == nil {
 			fmt.Fprintf(&b, "\nWhat the chart's memory limits hold, extrapolated along lines fitted over every run up to %s namespaces "+
-				"(least squares; clusters of this density): steady RSS reaches 256 MiB at about %s namespaces; the live heap reaches half "+
+				"(least squares; clusters of this density): steady RSS reaches %d MiB at about %s namespaces; the live heap reaches half "+
 				"of the chart's GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) at about %s, and GOMEMLIMIT itself "+
-				"(beyond it courier cannot keep its caches under the limits) at about %s.\n", thousands(largest), thousands(rss), thousands(half), thousands(full))
+				"(beyond it courier cannot keep its caches under the limits) at about %s.\n", thousands(largest), steadyRSSTarget, thousands(rss), thousands(half), thousands(full))
 		}
 	}
 	return b.String()
@@ -646,7 +650,6 @@ func goMemLimit(s size) float64 {
 // GOMEMLIMIT itself (beyond it courier cannot keep its caches under the
 // chart's limits), each extrapolated along a line fitted over every run.
 func holds(runs []figures, upTo int) (rss, half, full int, err error) {
-	const target = 256 << 20
 	r, err := fitOver(runs, upTo, "steadyRssBytes")
 	if err != nil {
 		return 0, 0, 0, err
@@ -666,5 +669,5 @@ func holds(runs []figures, upTo int) (rss, half, full int, err error) {
 	if limit == 0 {
 		return 0, 0, 0, fmt.Errorf("no run at %d namespaces ran under the chart's GOMEMLIMIT", upTo)
 	}
-	return r.reaches(target), live.reaches(limit / 2), live.reaches(limit), nil
+	return r.reaches(steadyRSSTarget << 20), live.reaches(limit / 2), live.reaches(limit), nil
 }
