@@ -112,6 +112,12 @@ func TestAStaleAPIServerIsSurvived(t *testing.T) {
 	eventually(t, 2*crashBound, "the courier through the first server took over and converged", allOf(
 		func(ctx context.Context) (bool, error) { return takeover.isLeader(ctx) },
 		replicas(data, []string{t1, t3}, t2)))
+	// Its renewals held for longer than --renew-deadline, the cut-off
+	// leader has stopped leading — not only once the server answers again,
+	// when it would write on what it saw before the hold.
+	if leading, _ := cutOff.isLeader(t.Context()); leading {
+		t.Error("the cut-off leader still leads after the new one took over")
+	}
 	lag.Release()
 	consistently(t, 5*time.Second, "the cut-off leader's late write changes nothing", replicas(data, []string{t1, t3}, t2))
 

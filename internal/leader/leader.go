@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -32,10 +33,12 @@ func NewGauge() prometheus.Gauge {
 const LeaseName = "courier"
 
 // Run runs lead while this process holds the Lease, until ctx ends
-// (then the lease is released at once). A leader that cannot renew (the API
-// server is unreachable for --renew-deadline, say while it restarts) stops
-// lead — no write after that — and stands for election again with its caches
-// warm; lead must therefore be callable again.
+// (then, once lead returned, the lease is released at once). A leader that
+// cannot renew (the API server is unreachable for --renew-deadline, say
+// while it restarts) stops lead at once — no write after that, and no
+// attempt to release a Lease it may no longer hold — and stands for
+// election again with its caches warm; lead must therefore be callable
+// again.
 // isLeader is courier_leader_is_leader (see Gauge).
 func Run(ctx context.Context, client kubernetes.Interface, o config.Options, isLeader prometheus.Gauge, logger *zap.Logger, lead func(context.Context) error) error {
 	host, _ := os.Hostname()
@@ -59,19 +62,21 @@ func Run(ctx context.Context, client kubernetes.Interface, o config.Options, isL
 // whether it returned because the Lease was lost (rather than ctx ending).
 func leadOnce(ctx context.Context, lock resourcelock.Interface, id string, o config.Options, isLeader prometheus.Gauge, log *zap.Logger, lead func(context.Context) error) (lost bool, err error) {
 	// The elector runs on its own context so that on shutdown the lease is
-	// released only after the controllers have stopped writing.
+	// released only after the controllers have stopped writing. It does not
+	// release the Lease itself (ReleaseOnCancel): it would do so also after
+	// a failed renewal, before Run returns — up to --renew-deadline more of
+	// writing on a view of the cluster that stopped with the renewals.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElecting()
 	leadCtx, stopLeading := context.WithCancel(ctx)
 	defer stopLeading()
 	acquired := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   o.ElectionLease(),
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            wellknown.FieldManager,
+		Lock:          lock,
+		LeaseDuration: o.ElectionLease(),
+		RenewDeadline: o.RenewDeadline,
+		RetryPeriod:   o.RetryPeriod,
+		Name:          wellknown.FieldManager,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
 				log.Info("became leader")
@@ -99,15 +104,31 @@ func leadOnce(ctx context.Context, lock resourcelock.Interface, id string, o con
 		le.Run(electCtx)
 	}()
 
+	var leadErr error
 	select {
 	case <-acquired:
+		leadErr = lead(leadCtx)
 	case <-ctx.Done():
-		stopElecting()
-		<-electorDone
-		return false, nil
 	}
-	leadErr := lead(leadCtx)
-	stopElecting() // releases the lease if still held
+	stopElecting()
 	<-electorDone
-	return ctx.Err() == nil && leadErr == nil, leadErr
+	if lost = ctx.Err() == nil && leadErr == nil; !lost && le.IsLeader() {
+		release(lock, id, o.RenewDeadline, log)
+	}
+	return lost, leadErr
+}
+
+// release gives up the Lease if this process still holds it, so that a
+// standby takes over at once rather than after --lease-duration.
+func release(lock resourcelock.Interface, id string, timeout time.Duration, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err == nil && rec.HolderIdentity == id {
+		now := metav1.NewTime(time.Now())
+		err = lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now})
+	}
+	if err != nil {
+		log.Warn("could not release the leader lease: a standby takes over once it expires", zap.Error(err))
+	}
 }
