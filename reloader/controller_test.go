@@ -492,10 +492,13 @@ func TestASyncWithinTheDebounceWaitsForIt(t *testing.T) {
 }
 
 // reloadedEvents drains the recorder and counts its Reloaded Events.
-func (f *fixture) reloadedEvents() int {
+func (f *fixture) reloadedEvents() int { return f.events(wellknown.ReasonReloaded) }
+
+// events drains the recorder and counts its Events of reason.
+func (f *fixture) events(reason string) int {
 	n := 0
 	for len(f.recorder.Events) > 0 {
-		if e := <-f.recorder.Events; strings.Contains(e, wellknown.ReasonReloaded) {
+		if e := <-f.recorder.Events; strings.Contains(e, " "+reason+" ") {
 			n++
 		}
 	}
@@ -523,9 +526,6 @@ func (f *fixture) failedRollout(t *testing.T, err error, applied bool) {
 	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
 		t.Fatal("the rollout's patch failed, and sync returned no error")
 	}
-	if n := f.reloadedEvents(); n != 0 {
-		t.Fatalf("%d Reloaded Events for a rollout whose patch failed", n)
-	}
 	f.stored(t)
 }
 
@@ -542,8 +542,18 @@ func (f *fixture) stored(t *testing.T) {
 // A rollout whose patch failed may have been made all the same: when the
 // next sync finds the workload as that patch left it, the rollout is told
 // once (its Event) and nothing is written; when it was not made, the next
-// sync makes it, and tells it once.
+// sync makes it, and tells it once. So with a rollout not made
+// (courier.dev/reload: notify), whose patch writes only the baseline.
 func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
+	for _, mode := range []struct{ reload, reason string }{
+		{"true", wellknown.ReasonReloaded},
+		{wellknown.ReloadNotify, wellknown.ReasonReloadNotified},
+	} {
+		t.Run("reload="+mode.reload, func(t *testing.T) { lostAnswers(t, mode.reload, mode.reason) })
+	}
+}
+
+func lostAnswers(t *testing.T, reload, reason string) {
 	for _, tc := range []struct {
 		name    string
 		err     error
@@ -557,19 +567,22 @@ func TestARolloutWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 		{"refused", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("no")), false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+			d := deployment(map[string]string{wellknown.Reload: reload}, false, "db")
 			f := newFixture(t, Options{}, secret("db", "1", nil), d)
 			f.baselined(t, d)
 			f.put(t, secret("db", "2", nil))
 			f.failedRollout(t, tc.err, tc.applied)
+			if n := f.events(reason); n != 0 {
+				t.Fatalf("%d %s Events for a rollout whose patch failed", n, reason)
+			}
 			if patches := f.sync(t); len(patches) != tc.patches {
 				t.Fatalf("the next sync wrote %v, want %d patches", patches, tc.patches)
 			}
-			if n := f.reloadedEvents(); n != 1 {
-				t.Fatalf("%d Reloaded Events after the next sync, want 1", n)
+			if n := f.events(reason); n != 1 {
+				t.Fatalf("%d %s Events after the next sync, want 1", n, reason)
 			}
 			f.stored(t)
-			if patches := f.sync(t); len(patches) != 0 || f.reloadedEvents() != 0 {
+			if patches := f.sync(t); len(patches) != 0 || f.events(reason) != 0 {
 				t.Fatalf("a third sync wrote %v or told a rollout again", patches)
 			}
 		})
@@ -584,6 +597,9 @@ func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
 	f.baselined(t, d)
 	f.put(t, secret("db", "2", nil))
 	f.failedRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
+	if n := f.reloadedEvents(); n != 0 {
+		t.Fatalf("%d Reloaded Events for a rollout whose patch failed", n)
+	}
 	f.put(t, secret("db", "3", nil))
 	patches := f.sync(t)
 	if len(patches) != 1 || patches[0]["rollout"] != "yes" {

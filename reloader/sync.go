@@ -750,22 +750,30 @@ func (c *Controller) suppressed(k key, changed []string) (time.Time, bool) {
 // takes the change in, so each change is told once; an Event and a
 // notification say what would have rolled out and why. Nothing restarts.
 func (c *Controller) notifyOnly(ctx context.Context, k key, info kindInfo, obj runtime.Object, w, via metav1.Object, dg digester, d decision, annotated bool) error {
-	if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
-		return err
-	}
-	c.forgetTemplate(consumer(w, via).GetUID())
 	why := "--reload-mode=notify"
 	if annotated {
 		why = wellknown.Reload + "=" + wellknown.ReloadNotify
 	}
-	changed := strings.Join(d.changed, ", ")
-	c.metrics.reloads.WithLabelValues(k.Kind, resultNotified).Inc()
-	c.logger.Info("would roll out; notified only", zap.Stringer("workload", k), zap.String("changed", changed), zap.String("why", why))
-	c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonReloadNotified, fmt.Sprintf(
-		"would roll out because %s changed; not rolled out (%s): restart it yourself when ready", changed, why))
-	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(d.changed),
-		At: c.opts.Clock.Now().UTC().Truncate(time.Second), NotifyOnly: true})
+	if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
+		c.unanswered(consumer(w, via).GetUID(), unansweredRollout{record: c.record(dg, d.baseline, nil), changed: d.changed,
+			rv: w.GetResourceVersion(), notifyOnly: why})
+		return err
+	}
+	c.forgetTemplate(consumer(w, via).GetUID())
+	c.notified(k, obj, d.changed, why)
 	return nil
+}
+
+// notified tells of a rollout not made (notifyOnly, for why): metrics,
+// log, an Event on obj and a notification.
+func (c *Controller) notified(k key, obj runtime.Object, changed []string, why string) {
+	reason := strings.Join(changed, ", ")
+	c.metrics.reloads.WithLabelValues(k.Kind, resultNotified).Inc()
+	c.logger.Info("would roll out; notified only", zap.Stringer("workload", k), zap.String("changed", reason), zap.String("why", why))
+	c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonReloadNotified, fmt.Sprintf(
+		"would roll out because %s changed; not rolled out (%s): restart it yourself when ready", reason, why))
+	c.opts.Notifier.Notify(notify.Rollout{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Changed: slices.Clone(changed),
+		At: c.opts.Clock.Now().UTC().Truncate(time.Second), NotifyOnly: true})
 }
 
 // held reports whether the rollout of k for changed must wait for its

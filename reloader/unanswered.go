@@ -19,16 +19,21 @@ import (
 // conflicts), or a kind written in two patches got its hash and not its
 // record. The next sync would find the workload with the baseline it
 // carried and see nothing to do: the rollout would go untold (no Reloaded
-// Event, no metric, no log line, no notification).
+// Event, no metric, no log line, no notification). So would a rollout not
+// made (notifyOnly), whose write is the baseline alone.
 type unansweredRollout struct {
 	hash    string         // the pod template's courier.dev/config-hash it wrote
 	record  map[string]any // the workload's annotations it wrote (record)
 	changed []string
 	seen    time.Time
-	// rv: the resourceVersion of the object holding the pod template that
-	// the write was made against; once the cache holds another version
-	// without the hash, the rollout was not made (or was replaced since).
+	// rv: the resourceVersion of the object holding the pod template (for
+	// notifyOnly, of the workload) that the write was made against; once
+	// the cache holds another version without the write, it was not made
+	// (or was replaced since).
 	rv string
+	// notifyOnly, when set, is why the rollout was only to be told
+	// (Controller.notified): no hash was written, only the record.
+	notifyOnly string
 }
 
 // consumer is what consumes workload w's inputs, whose changes the
@@ -55,13 +60,24 @@ func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 // its hash — it writes the record if only the hash got there, and tells
 // the rollout (reloaded); the sync stops when it wrote the record (the
 // write brings the next one). Not made — another version without the
-// hash — it is forgotten. Otherwise the cache has not caught up yet.
+// hash — it is forgotten. Otherwise the cache has not caught up yet. A
+// rollout not made (notifyOnly) was made when w holds its record; it is
+// then told (notified), and the sync goes on.
 func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj runtime.Object, w, cons metav1.Object, tmplObj any) (stop bool, err error) {
 	c.mu.Lock()
 	r, ok := c.lost[cons.GetUID()]
 	c.mu.Unlock()
 	switch {
 	case !ok:
+		return false, nil
+	case r.notifyOnly != "":
+		switch {
+		case w.GetAnnotations()[wellknown.ConfigInputs] == r.record[wellknown.ConfigInputs]:
+			c.forgetLost(cons.GetUID())
+			c.notified(k, obj, r.changed, r.notifyOnly)
+		case w.GetResourceVersion() != r.rv:
+			c.forgetLost(cons.GetUID())
+		}
 		return false, nil
 	case workload.HashOf(tmplObj) != r.hash:
 		if cons.GetResourceVersion() != r.rv {
