@@ -130,9 +130,12 @@ type Controller struct {
 	// create has not succeeded yet, until it does or another Job takes the
 	// name.
 	pendingJobs map[key]*batchv1.Job
-	// lost: rollouts of this term whose write failed and may have been
-	// made all the same, by the UID of what consumes the inputs (consumer;
-	// see unansweredRollout).
+	// lost: rollouts whose write failed and may have been made all the
+	// same, by the UID of what consumes the inputs (consumer; see
+	// unansweredRollout). Rollouts are kept across terms, until the
+	// workload goes: one whose answer was lost as the term ended (the API
+	// server away) is told when this process leads again, unless another
+	// leader made it meanwhile (madeAfterAll).
 	lost map[types.UID]unansweredRollout
 }
 
@@ -207,9 +210,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.logger.Error("no digest key: workloads are not reloaded until it exists", zap.Error(err))
 	}
 	c.queue.Run(ctx, workerCount, key{}, c.resync, c.sync, c.failed)
-	c.mu.Lock()
-	clear(c.lost) // the next term's leader, whoever it is, does not know them
-	c.mu.Unlock()
+	c.forgetNotifyOnly()
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -607,5 +608,29 @@ func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
 	}
 	if n := f.reloadedEvents(); n != 2 {
 		t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the new one's", n)
+	}
+}
+
+// A rollout whose patch failed is remembered across terms, and told in a
+// later one if it was made — unless another leader made and told it in
+// between (its record has another time): then it is not told twice.
+func TestALostRolloutMadeByTheNextLeaderIsNotToldAgain(t *testing.T) {
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, secret("db", "1", nil), d)
+	f.baselined(t, d)
+	f.put(t, secret("db", "2", nil))
+	f.failedRollout(t, apierrors.NewTimeoutError("request timed out", 1), false)
+	lost := maps.Clone(f.c.lost) // this process's; the next leader's sync is played by f.c
+	f.c.opts.Clock.(*testingclock.FakeClock).Step(20 * time.Second)
+	if patches := f.sync(t); len(patches) != 1 || f.reloadedEvents() != 1 {
+		t.Fatalf("the next leader wrote %v; want the rollout, told once", patches)
+	}
+	f.stored(t)
+	f.c.lost = lost // this process leads again
+	if patches := f.sync(t); len(patches) != 0 {
+		t.Fatalf("this process's next term wrote %v; want nothing", patches)
+	}
+	if n := f.reloadedEvents(); n != 0 {
+		t.Fatalf("%d Reloaded Events: the next leader's rollout told again", n)
 	}
 }

@@ -2,6 +2,7 @@ package reloader
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +48,9 @@ func consumer(w, via metav1.Object) metav1.Object {
 }
 
 // unanswered records a rollout of the workload whose consumer is uid that
-// failed, until a sync finds it made or not, a sync takes the workload's
-// changes in (forgetTemplate), or the term ends.
+// failed, until a sync (of this term or a later one) finds it made or not,
+// a sync takes the workload's changes in, or the workload goes
+// (forgetTemplate).
 func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,7 +64,9 @@ func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 // write brings the next one). Not made — another version without the
 // hash — it is forgotten. Otherwise the cache has not caught up yet. A
 // rollout not made (notifyOnly) was made when w holds its record; it is
-// then told (notified), and the sync goes on.
+// then told (notified), and the sync goes on. Rollouts are kept across
+// terms (their record's time says who made them), rollouts not made only
+// within one (forgetNotifyOnly).
 func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj runtime.Object, w, cons metav1.Object, tmplObj any) (stop bool, err error) {
 	c.mu.Lock()
 	r, ok := c.lost[cons.GetUID()]
@@ -86,6 +90,12 @@ func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj
 		return false, nil
 	}
 	wrote := w.GetAnnotations()[wellknown.ConfigInputs] != r.record[wellknown.ConfigInputs]
+	if !wrote && w.GetAnnotations()[wellknown.ReloadedAt] != r.record[wellknown.ReloadedAt] {
+		// The same rollout recorded at another time: a leader of a term
+		// between made and told it, this write having failed.
+		c.forgetLost(cons.GetUID())
+		return false, nil
+	}
 	if wrote {
 		if err := c.patch(ctx, k, info, "", r.record, ""); err != nil {
 			return false, err
@@ -100,4 +110,13 @@ func (c *Controller) forgetLost(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.lost, uid)
+}
+
+// forgetNotifyOnly ends a term for the rollouts not made whose write
+// failed: their record carries no time, so in a later term it could not
+// tell this process's write from another leader's, which told it.
+func (c *Controller) forgetNotifyOnly() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maps.DeleteFunc(c.lost, func(_ types.UID, r unansweredRollout) bool { return r.notifyOnly != "" })
 }
