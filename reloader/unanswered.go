@@ -3,6 +3,7 @@ package reloader
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +36,13 @@ type unansweredRollout struct {
 	// notifyOnly, when set, is why the rollout was only to be told
 	// (Controller.notified): no hash was written, only the record.
 	notifyOnly string
+	// madeAt: the courier.dev/reloaded-at of each failed attempt at this
+	// rollout (retries write their own), the last maxAttempts of them;
+	// a record with another was written by another leader.
+	madeAt []string
 }
+
+const maxAttempts = 32
 
 // consumer is what consumes workload w's inputs, whose changes the
 // reloader records: w, or the Deployment a Rollout takes its template from
@@ -54,6 +61,17 @@ func consumer(w, via metav1.Object) metav1.Object {
 func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if at, ok := r.record[wellknown.ReloadedAt].(string); ok {
+		if prev, ok := c.lost[uid]; ok && prev.hash == r.hash && prev.notifyOnly == r.notifyOnly {
+			r.madeAt = prev.madeAt
+		}
+		if !slices.Contains(r.madeAt, at) {
+			r.madeAt = append(r.madeAt, at)
+		}
+		if len(r.madeAt) > maxAttempts {
+			r.madeAt = slices.Delete(r.madeAt, 0, len(r.madeAt)-maxAttempts)
+		}
+	}
 	c.lost[uid] = r
 }
 
@@ -90,9 +108,9 @@ func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj
 		return false, nil
 	}
 	wrote := w.GetAnnotations()[wellknown.ConfigInputs] != r.record[wellknown.ConfigInputs]
-	if !wrote && w.GetAnnotations()[wellknown.ReloadedAt] != r.record[wellknown.ReloadedAt] {
+	if !wrote && !slices.Contains(r.madeAt, w.GetAnnotations()[wellknown.ReloadedAt]) {
 		// The same rollout recorded at another time: a leader of a term
-		// between made and told it, this write having failed.
+		// between made and told it, this process's writes having failed.
 		c.forgetLost(cons.GetUID())
 		return false, nil
 	}
