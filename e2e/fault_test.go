@@ -292,6 +292,27 @@ func TestCachesCatchUpAtOnceAfterOutages(t *testing.T) {
 	}
 }
 
+// lostAnswerSetup starts courier, with args, behind a fault proxy, on a
+// namespace holding Secret db and Deployment app consuming it (annotated
+// courier.dev/reload: reload), and waits for app's baseline. It returns the
+// proxy, the namespace, courier and app's ReplicaSets.
+func lostAnswerSetup(t *testing.T, reload string, args ...string) (*faultProxy, string, *courierProcess, int) {
+	t.Helper()
+	fp := newFaultProxy(t)
+	ns := newNamespace(t, "lost", nil)
+	createSecret(t, ns, "db", withData("k", "1"))
+	createDeployment(t, ns, "app", map[string]string{keyReload: reload}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	p := startCourierFrom(t, env.courier, courierIdentity(), nil, append([]string{"--namespace=" + ns,
+		"--kubeconfig=" + fp.kubeconfig(t, courierIdentity()), "--reload-debounce=100ms"}, args...)...)
+	p.WaitLeader(t.Context())
+	return fp, ns, p, settled(t, ns, "app")
+}
+
+// isRolloutOf reports whether r is courier's patch of Deployment app in ns.
+func isRolloutOf(r *http.Request, ns string) bool {
+	return r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/deployments/app")
+}
+
 // A rollout whose answer is lost (the API server applied the patch, and
 // courier was told etcd timed out, as a 10,000-namespace bench saw 192
 // times) is recorded once: the retry finds the rollout made, and gives the
@@ -300,18 +321,9 @@ func TestCachesCatchUpAtOnceAfterOutages(t *testing.T) {
 // met with etcd's timeout on its first try, is sent again (before the fix:
 // dropped, as 55 were in that bench).
 func TestARolloutWhoseAnswerIsLostIsRecordedOnce(t *testing.T) {
-	fp := newFaultProxy(t)
-	ns := newNamespace(t, "lost", nil)
-	createSecret(t, ns, "db", withData("k", "1"))
-	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
-	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns, "--kubeconfig="+fp.kubeconfig(t, courierIdentity()),
-		"--reload-debounce=100ms")
-	p.WaitLeader(t.Context())
-	before := settled(t, ns, "app")
+	fp, ns, p, before := lostAnswerSetup(t, "true")
 	fp.mu.Lock()
-	fp.loseAnswer = func(r *http.Request) bool {
-		return r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/deployments/app")
-	}
+	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
 	// And the first try of its Event meets etcd's timeout.
 	fp.timeOut = func(r *http.Request) bool {
 		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/events")
@@ -345,18 +357,9 @@ func TestARolloutWhoseAnswerIsLostIsRecordedOnce(t *testing.T) {
 // change was taken in untold), and still rolls nothing out.
 func TestANotifyOnlyChangeWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 	hooks := startWebhooks(t)
-	fp := newFaultProxy(t)
-	ns := newNamespace(t, "lost", nil)
-	createSecret(t, ns, "db", withData("k", "1"))
-	createDeployment(t, ns, "app", map[string]string{keyReload: "notify"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
-	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns, "--kubeconfig="+fp.kubeconfig(t, courierIdentity()),
-		"--reload-debounce=100ms", "--notify-url="+hooks.url+"/hook")
-	p.WaitLeader(t.Context())
-	before := settled(t, ns, "app")
+	fp, ns, p, before := lostAnswerSetup(t, "notify", "--notify-url="+hooks.url+"/hook")
 	fp.mu.Lock()
-	fp.loseAnswer = func(r *http.Request) bool {
-		return r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/deployments/app")
-	}
+	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
 	fp.mu.Unlock()
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
 	eventually(t, converge, "the ReloadNotified Event of the change whose answer was lost", eventWith(ns, "app", "ReloadNotified", "secret/db"))
@@ -390,17 +393,10 @@ func TestANotifyOnlyChangeWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 // rollouts met etcd's timeout a second before the leader's renewal did,
 // and the next term found them made and told none (before the fix).
 func TestARolloutWhoseAnswerIsLostAsTheTermEndsIsToldInTheNext(t *testing.T) {
-	fp := newFaultProxy(t)
-	ns := newNamespace(t, "lost", nil)
-	createSecret(t, ns, "db", withData("k", "1"))
-	createDeployment(t, ns, "app", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
-	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns, "--kubeconfig="+fp.kubeconfig(t, courierIdentity()),
-		"--reload-debounce=100ms", "--lease-duration="+crashLease.String(), "--renew-deadline=1500ms", "--retry-period=400ms")
-	p.WaitLeader(t.Context())
-	before := settled(t, ns, "app")
+	fp, ns, p, before := lostAnswerSetup(t, "true", "--lease-duration="+crashLease.String(), "--renew-deadline=1500ms", "--retry-period=400ms")
 	fp.mu.Lock()
 	fp.loseAnswer = func(r *http.Request) bool {
-		if r.Method != http.MethodPatch || !strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/deployments/app") {
+		if !isRolloutOf(r, ns) {
 			return false
 		}
 		// The API server goes away with the answer, for longer than

@@ -754,12 +754,13 @@ func (c *Controller) notifyOnly(ctx context.Context, k key, info kindInfo, obj r
 	if annotated {
 		why = wellknown.Reload + "=" + wellknown.ReloadNotify
 	}
+	uid := consumer(w, via).GetUID()
 	if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
-		c.unanswered(consumer(w, via).GetUID(), unansweredRollout{record: c.record(dg, d.baseline, nil), changed: d.changed,
+		c.unanswered(uid, unansweredRollout{record: c.record(dg, d.baseline, nil), changed: d.changed,
 			rv: w.GetResourceVersion(), notifyOnly: why})
 		return err
 	}
-	c.forgetTemplate(consumer(w, via).GetUID())
+	c.forgetTemplate(uid)
 	c.notified(k, obj, d.changed, why)
 	return nil
 }

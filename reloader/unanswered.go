@@ -62,7 +62,7 @@ func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if at, ok := r.record[wellknown.ReloadedAt].(string); ok {
-		if prev, ok := c.lost[uid]; ok && prev.hash == r.hash && prev.notifyOnly == r.notifyOnly {
+		if prev, ok := c.lost[uid]; ok && prev.hash == r.hash {
 			r.madeAt = prev.madeAt
 		}
 		if !slices.Contains(r.madeAt, at) {
