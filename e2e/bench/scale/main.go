@@ -507,7 +507,11 @@ func table(shown figures, runs ...figures) string {
 				if slices.ContainsFunc(measured, func(v float64) bool { return v > t.limit }) {
 					verdict = "**missed**"
 				}
-				fmt.Fprintf(&b, " %.3g%s in each of %d runs: %s |", slices.Max(measured), t.unit, len(measured), verdict)
+				each := make([]string, len(measured))
+				for i, v := range measured {
+					each[i] = fmt.Sprintf("%.3g%s", v, t.unit)
+				}
+				fmt.Fprintf(&b, " %s in %s: %s |", strings.Join(each, ", "), plural(len(measured), "run"), verdict)
 				continue
 			}
 			fmt.Fprintf(&b, " %s |", judge(values, t.limit, t.unit))

@@ -65,7 +65,7 @@ func TestOOMKillsAreJudgedOnlyWhereLimited(t *testing.T) {
 	for _, c := range []struct {
 		kills *int
 		want  string
-	}{{nil, "| not measured |"}, {&zero, "0 in each of 1 runs: holds"}, {&one, "1 in each of 1 runs: **missed**"}} {
+	}{{nil, "| not measured |"}, {&zero, "0 in 1 run: holds"}, {&one, "1 in 1 run: **missed**"}} {
 		if got := row(figures{Sizes: []size{{Namespaces: 10000, OOMKills: c.kills}}}); !strings.Contains(got, c.want) {
 			t.Errorf("OOM kills %v: %s, want %q", c.kills, got, c.want)
 		}

@@ -270,3 +270,11 @@ func tables(root string, check bool) error {
 	}
 	return nil
 }
+
+// plural is "1 run", "3 runs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
