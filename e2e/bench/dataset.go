@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,32 @@ func parallel(n, workers int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return firstErr
+}
+
+// overloaded reports whether err is how the API server answers when it or
+// etcd is overloaded (etcd timed out, the request timed out, too many
+// requests): the request may or may not have been carried out, and the
+// bench tries it again rather than give up a run of an hour and more.
+func overloaded(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) && strings.Contains(err.Error(), "etcdserver: request timed out")
+}
+
+// retrying runs fn until it succeeds, fails otherwise than overloaded, or
+// has been tried 6 times (about 10 s of waiting in all).
+func retrying(ctx context.Context, fn func() error) error {
+	var err error
+	for i := range 6 {
+		if err = fn(); err == nil || !overloaded(err) {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(i+1) * 700 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
 }
 
 func ignoreExists(err error) error {

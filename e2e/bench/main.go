@@ -586,8 +586,11 @@ func run(ctx context.Context, o options) error {
 // the last replica and the last consumer showed it, and the API writes it cost.
 func sourceUpdate(ctx context.Context, c kubernetes.Interface, o options, value string) (float64, float64, writes, error) {
 	hashes := map[string]string{}
-	deps, err := c.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var deps *appsv1.DeploymentList
+	if err := retrying(ctx, func() (err error) {
+		deps, err = c.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+		return err
+	}); err != nil {
 		return 0, 0, nil, err
 	}
 	for _, d := range deps.Items {
@@ -609,13 +612,15 @@ func sourceUpdate(ctx context.Context, c kubernetes.Interface, o options, value 
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	src, err := c.CoreV1().Secrets(platformNS).Get(ctx, sharedName, metav1.GetOptions{})
-	if err != nil {
+	var src *corev1.Secret
+	if err := retrying(ctx, func() (err error) {
+		src, err = c.CoreV1().Secrets(platformNS).Get(ctx, sharedName, metav1.GetOptions{})
+		return err
+	}); err != nil {
 		return 0, 0, nil, err
 	}
-	src.Data[sharedKey] = []byte(value)
 	t0 := time.Now()
-	if _, err := c.CoreV1().Secrets(platformNS).Update(ctx, src, metav1.UpdateOptions{}); err != nil {
+	if err := setValue(ctx, c, platformNS, sharedName, value, src); err != nil {
 		return 0, 0, nil, err
 	}
 	lastReplica, n := waitReplicas(o.Namespaces, o.patience())
@@ -640,8 +645,11 @@ func reloadedEvents(ctx context.Context, c kubernetes.Interface, since time.Time
 	since = since.Truncate(time.Second) // Events' timestamps are in seconds
 	deadline := time.Now().Add(timeout)
 	for {
-		list, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Reloaded"})
-		if err != nil {
+		var list *corev1.EventList
+		if err := retrying(ctx, func() (err error) {
+			list, err = c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Reloaded"})
+			return err
+		}); err != nil {
 			return 0, err
 		}
 		seen := map[types.UID]bool{}
@@ -677,9 +685,10 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string,
 	}
 	secrets := make([]*corev1.Secret, o.Namespaces)
 	if err := parallel(o.Namespaces, o.workers, func(i int) error {
-		s, err := c.CoreV1().Secrets(nsName(i)).Get(ctx, floorName, metav1.GetOptions{})
-		secrets[i] = s
-		return err
+		return retrying(ctx, func() (err error) {
+			secrets[i], err = c.CoreV1().Secrets(nsName(i)).Get(ctx, floorName, metav1.GetOptions{})
+			return err
+		})
 	}); err != nil {
 		return 0, 0, err
 	}
@@ -687,16 +696,15 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string,
 	patch := []byte(fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, floorAnnot, value))
 	update := func() error {
 		return parallel(o.Namespaces, o.workers, func(i int) error {
-			s := secrets[i]
-			s.Data[sharedKey] = []byte(value)
-			_, err := c.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
-			return err
+			return setValue(ctx, c, secrets[i].Namespace, floorName, value, secrets[i])
 		})
 	}
 	patchAll := func() error {
 		return parallel(len(consumers), o.workers, func(i int) error {
-			_, err := c.AppsV1().Deployments(consumers[i].Namespace).Patch(ctx, consumers[i].Name, types.MergePatchType, patch, metav1.PatchOptions{})
-			return err
+			return retrying(ctx, func() error { // a merge patch: the same again if it was made
+				_, err := c.AppsV1().Deployments(consumers[i].Namespace).Patch(ctx, consumers[i].Name, types.MergePatchType, patch, metav1.PatchOptions{})
+				return err
+			})
 		})
 	}
 	waitBoth := func(t0, p0 time.Time) (float64, float64, error) {
@@ -734,6 +742,27 @@ func floor(ctx context.Context, c kubernetes.Interface, o options, value string,
 		return 0, 0, err
 	}
 	return waitBoth(t0, t0)
+}
+
+// setValue updates Secret ns/name (as read: s, when given) so its shared key
+// holds value. An update the overloaded API server did not answer may have
+// been made: the retry reads the Secret again and is done if it was.
+func setValue(ctx context.Context, c kubernetes.Interface, ns, name, value string, s *corev1.Secret) error {
+	return retrying(ctx, func() error {
+		if s == nil {
+			var err error
+			if s, err = c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if string(s.Data[sharedKey]) == value {
+				return nil
+			}
+		}
+		s.Data[sharedKey] = []byte(value)
+		_, err := c.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		s = nil // read again before another try
+		return err
+	})
 }
 
 // consumerNames lists the Deployments load made consumers of the shared source.
