@@ -294,14 +294,14 @@ func TestCachesCatchUpAtOnceAfterOutages(t *testing.T) {
 
 // lostAnswerSetup starts courier, with args, behind a fault proxy, on a
 // namespace holding Secret db and Deployment app consuming it (annotated
-// courier.dev/reload: reload), and waits for app's baseline. It returns the
-// proxy, the namespace, courier and app's ReplicaSets.
-func lostAnswerSetup(t *testing.T, reload string, args ...string) (*faultProxy, string, *courierProcess, int) {
+// with annotations, which opt it in), and waits for app's baseline. It
+// returns the proxy, the namespace, courier and app's ReplicaSets.
+func lostAnswerSetup(t *testing.T, annotations map[string]string, args ...string) (*faultProxy, string, *courierProcess, int) {
 	t.Helper()
 	fp := newFaultProxy(t)
 	ns := newNamespace(t, "lost", nil)
 	createSecret(t, ns, "db", withData("k", "1"))
-	createDeployment(t, ns, "app", map[string]string{keyReload: reload}, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
+	createDeployment(t, ns, "app", annotations, podSpec([]corev1.EnvVar{keyRef("secret", "db", "k")}, nil, nil))
 	p := startCourierFrom(t, env.courier, courierIdentity(), nil, append([]string{"--namespace=" + ns,
 		"--kubeconfig=" + fp.kubeconfig(t, courierIdentity()), "--reload-debounce=100ms"}, args...)...)
 	p.WaitLeader(t.Context())
@@ -321,7 +321,7 @@ func isRolloutOf(r *http.Request, ns string) bool {
 // met with etcd's timeout on its first try, is sent again (before the fix:
 // dropped, as 55 were in that bench).
 func TestARolloutWhoseAnswerIsLostIsRecordedOnce(t *testing.T) {
-	fp, ns, p, before := lostAnswerSetup(t, "true")
+	fp, ns, p, before := lostAnswerSetup(t, map[string]string{keyReload: "true"})
 	fp.mu.Lock()
 	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
 	// And the first try of its Event meets etcd's timeout.
@@ -357,7 +357,7 @@ func TestARolloutWhoseAnswerIsLostIsRecordedOnce(t *testing.T) {
 // change was taken in untold), and still rolls nothing out.
 func TestANotifyOnlyChangeWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 	hooks := startWebhooks(t)
-	fp, ns, p, before := lostAnswerSetup(t, "notify", "--notify-url="+hooks.url+"/hook")
+	fp, ns, p, before := lostAnswerSetup(t, map[string]string{keyReload: "notify"}, "--notify-url="+hooks.url+"/hook")
 	fp.mu.Lock()
 	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
 	fp.mu.Unlock()
@@ -393,7 +393,7 @@ func TestANotifyOnlyChangeWhoseAnswerIsLostIsToldOnce(t *testing.T) {
 // rollouts met etcd's timeout a second before the leader's renewal did,
 // and the next term found them made and told none (before the fix).
 func TestARolloutWhoseAnswerIsLostAsTheTermEndsIsToldInTheNext(t *testing.T) {
-	fp, ns, p, before := lostAnswerSetup(t, "true", "--lease-duration="+crashLease.String(), "--renew-deadline=1500ms", "--retry-period=400ms")
+	fp, ns, p, before := lostAnswerSetup(t, map[string]string{keyReload: "true"}, "--lease-duration="+crashLease.String(), "--renew-deadline=1500ms", "--retry-period=400ms")
 	fp.mu.Lock()
 	fp.loseAnswer = func(r *http.Request) bool {
 		if !isRolloutOf(r, ns) {
@@ -421,5 +421,86 @@ func TestARolloutWhoseAnswerIsLostAsTheTermEndsIsToldInTheNext(t *testing.T) {
 	}
 	if n, err := replicaSets(t.Context(), ns, "app"); err != nil || n != before+1 {
 		t.Errorf("%d ReplicaSets (%v), want %d: one rollout", n, err, before+1)
+	}
+}
+
+// Where features meet: installations × a lost answer. A workload two
+// installations see is reloaded by the one that recorded its baseline;
+// when that one's rollout has its answer lost, it tells it once, and the
+// other, which finds the rollout on a workload it leaves to its owner,
+// neither rolls out nor tells anything.
+func TestALostAnswerOnAWorkloadOfTwoInstallationsIsToldOnceByItsOwner(t *testing.T) {
+	fp, ns, owner, before := lostAnswerSetup(t, map[string]string{keyReload: "true"})
+	other := startCourier(t, "--source-namespaces="+newNamespace(t, "srcb", nil))
+	other.WaitLeader(t.Context())
+	if n := metricSum(other.Metrics(t.Context()), "courier_reloader_reloads_total"); n != 0 {
+		t.Fatalf("the other installation counted %v reloads before any change", n)
+	}
+	time.Sleep(quiet) // the other has seen the workload and left it to its owner
+	fp.mu.Lock()
+	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
+	fp.mu.Unlock()
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", before, "secret/db")
+	eventually(t, converge, "the Reloaded Event of the rollout whose answer was lost", eventWith(ns, "app", "Reloaded", "secret/db"))
+	fp.mu.Lock()
+	lost := fp.lost
+	fp.mu.Unlock()
+	if lost != 1 {
+		t.Fatalf("the proxy lost %d answers, want the rollout's", lost)
+	}
+	time.Sleep(quiet)
+	if n := eventCount(t, ns, "app", "Reloaded"); n != 1 {
+		t.Errorf("%d Reloaded Events, want 1", n)
+	}
+	for _, c := range []struct {
+		name  string
+		p     *courierProcess
+		count float64
+	}{{"owner", owner, 1}, {"other installation", other, 0}} {
+		if n := metricSum(linesWith(c.p.Metrics(t.Context()), `result="success"`), "courier_reloader_reloads_total"); n != c.count {
+			t.Errorf("the %s counted %v reloads, want %v", c.name, n, c.count)
+		}
+		if n := strings.Count(linesWith(c.p.Logs(), `"msg":"reloaded"`), `"msg":"reloaded"`); float64(n) != c.count {
+			t.Errorf("the %s logged %d reloaded lines, want %v", c.name, n, c.count)
+		}
+	}
+	d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Annotations[keyInputs], "="+ns) {
+		t.Errorf("the workload's baseline %q does not name its owner's installation %s", d.Annotations[keyInputs], ns)
+	}
+}
+
+// Where features meet: compat × minimum interval × a lost answer. Under
+// --compat=reloader a Deployment opted in with Reloader's auto annotation
+// and spaced by its pause-period has its rollout's answer lost: it is told
+// once, and the rollout it made counts for the interval, so the next change
+// within it is delayed (ReloadDelayed), not rolled out.
+func TestALostAnswerUnderReloadersPausePeriodIsToldOnceAndStartsTheInterval(t *testing.T) {
+	fp, ns, p, before := lostAnswerSetup(t, map[string]string{"reloader.stakater.com/auto": "true",
+		"deployment.reloader.stakater.com/pause-period": "1h"}, "--compat=reloader")
+	fp.mu.Lock()
+	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
+	fp.mu.Unlock()
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", before, "secret/db")
+	eventually(t, converge, "the Reloaded Event of the rollout whose answer was lost", eventWith(ns, "app", "Reloaded", "secret/db"))
+	fp.mu.Lock()
+	lost := fp.lost
+	fp.mu.Unlock()
+	if lost != 1 {
+		t.Fatalf("the proxy lost %d answers, want the rollout's", lost)
+	}
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("3") })
+	eventually(t, converge, "the next change delayed by the pause-period", eventWith(ns, "app", "ReloadDelayed"))
+	noRollout(t, ns, "app", before+1)
+	if n := eventCount(t, ns, "app", "Reloaded"); n != 1 {
+		t.Errorf("%d Reloaded Events, want 1", n)
+	}
+	if n := metricSum(linesWith(p.Metrics(t.Context()), `result="success"`), "courier_reloader_reloads_total"); n != 1 {
+		t.Errorf("%v reloads counted, want 1", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -364,4 +365,37 @@ func TestReloaderAnnotationsRecreateAJobUnderCompat(t *testing.T) {
 		q, err2 := jobKept(ns, "quiet", quietJob)(ctx)
 		return a && q, errors.Join(err1, err2)
 	})
+}
+
+// SPEC (Reload, Jobs): a Job whose delete, sent to recreate it, has its
+// answer lost (the API server deleted it; courier was told etcd timed out)
+// is created again all the same, once, and told (before the fix: the Job
+// was gone for good, with no Event).
+func TestAJobWhoseDeleteAnswerIsLostIsRecreated(t *testing.T) {
+	fp := newFaultProxy(t)
+	ns := newNamespace(t, "lostjob", nil)
+	createConfigMap(t, ns, "settings", nil, map[string]string{"mode": "jobmode-one"})
+	uid := createJob(t, ns, "run", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("configmap", "settings", "mode")}, nil, nil), false, nil)
+	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns,
+		"--kubeconfig="+fp.kubeconfig(t, courierIdentity()), "--reload-debounce=100ms")
+	p.WaitLeader(t.Context())
+	eventually(t, converge, "baseline on the Job", jobBaselined(ns, "run"))
+	fp.mu.Lock()
+	fp.loseAnswer = func(r *http.Request) bool {
+		return r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/jobs/run")
+	}
+	fp.mu.Unlock()
+	updateConfigMap(t, ns, "settings", func(cm *corev1.ConfigMap) { cm.Data["mode"] = "jobmode-two" })
+	jobRecreated(t, ns, "run", &uid, "configmap/settings")
+	fp.mu.Lock()
+	lost := fp.lost
+	fp.mu.Unlock()
+	if lost != 1 {
+		t.Fatalf("the proxy lost %d answers, want the delete's", lost)
+	}
+	eventually(t, converge, "Reloaded on the new Job", eventWith(ns, "run", "Reloaded", "recreated because configmap/settings changed"))
+	consistently(t, quiet, "the new Job kept: recreated once", jobKept(ns, "run", uid))
+	if n := eventCount(t, ns, "run", "JobNotRecreated"); n != 0 {
+		t.Errorf("%d JobNotRecreated Events, want none", n)
+	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -129,14 +128,15 @@ type Controller struct {
 	// pendingJobs: Jobs deleted to be recreated (see recreate) whose
 	// create has not succeeded yet, until it does or another Job takes the
 	// name.
-	pendingJobs map[key]*batchv1.Job
+	pendingJobs map[key]pendingJob
 	// lost: rollouts whose write failed and may have been made all the
-	// same, by the UID of what consumes the inputs (consumer; see
-	// unansweredRollout). Rollouts are kept across terms, until the
+	// same, by workload UID (see unansweredRollout). Rollouts are kept across terms, until the
 	// workload goes: one whose answer was lost as the term ended (the API
 	// server away) is told when this process leads again, unless another
-	// leader made it meanwhile (madeAfterAll).
-	lost map[types.UID]unansweredRollout
+	// leader made it meanwhile (madeAfterAll). Several, while the cache
+	// lags: a write against the version a failed one was made against
+	// conflicts if that one was made, so at most one of them was.
+	lost map[types.UID][]unansweredRollout
 }
 
 // New builds the reloader and registers its handlers on the informers (not
@@ -169,8 +169,8 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		hints:   map[string]hint{},
 
 		templates:   map[types.UID]templateAt{},
-		pendingJobs: map[key]*batchv1.Job{},
-		lost:        map[types.UID]unansweredRollout{},
+		pendingJobs: map[key]pendingJob{},
+		lost:        map[types.UID][]unansweredRollout{},
 		providers:   map[string]*unstructured.Unstructured{},
 	}
 	reg.MustRegister(c.storms)
@@ -327,6 +327,7 @@ func (c *Controller) onWorkloadDelete(obj any) {
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		c.forgetTemplate(m.GetUID())
+		c.forgetLost(m.GetUID())
 	}
 }
 
@@ -589,11 +590,18 @@ func (c *Controller) templateBefore(uid types.UID) (uint64, bool) {
 }
 
 // forgetTemplate: the changes to workload uid's inputs since its last sync
-// are taken in (or it is gone); so is a rollout of them whose answer was
-// lost.
+// are taken in. A rollout of them whose answer was lost is not: it is
+// resolved when the cache shows whether it was made (madeAfterAll).
 func (c *Controller) forgetTemplate(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.templates, uid)
+}
+
+// forgetLost: workload uid is gone, or a rollout of it was made against
+// the version every failed one was made against (so none of them was).
+func (c *Controller) forgetLost(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.lost, uid)
 }

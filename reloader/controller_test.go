@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -511,6 +512,13 @@ func (f *fixture) events(reason string) int {
 // API server then holds it.
 func (f *fixture) failedRollout(t *testing.T, err error, applied bool) {
 	t.Helper()
+	f.failRollout(t, err, applied)
+	f.stored(t)
+}
+
+// failRollout is failedRollout with the cache not caught up yet.
+func (f *fixture) failRollout(t *testing.T, err error, applied bool) {
+	t.Helper()
 	failed := false
 	f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if failed {
@@ -527,7 +535,6 @@ func (f *fixture) failedRollout(t *testing.T, err error, applied bool) {
 	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
 		t.Fatal("the rollout's patch failed, and sync returned no error")
 	}
-	f.stored(t)
 }
 
 // stored puts app/web in the cache as the API server holds it.
@@ -590,6 +597,27 @@ func lostAnswers(t *testing.T, reload, reason string) {
 	}
 }
 
+// A rollout whose patch meets NotFound (the workload deleted while the sync
+// waited for its turn) leaves no record: it was not made, and the deletion
+// that would forget the record came before it (before the fix: kept for
+// the life of the process).
+func TestARolloutOfAWorkloadDeletedMeanwhileLeavesNoRecord(t *testing.T) {
+	for _, reload := range []string{"true", wellknown.ReloadNotify} {
+		t.Run("reload="+reload, func(t *testing.T) {
+			d := deployment(map[string]string{wellknown.Reload: reload}, false, "db")
+			f := newFixture(t, Options{}, secret("db", "1", nil), d)
+			f.baselined(t, d)
+			f.put(t, secret("db", "2", nil))
+			f.failedRollout(t, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web"), false)
+			f.c.mu.Lock()
+			defer f.c.mu.Unlock()
+			if len(f.c.lost) != 0 {
+				t.Errorf("%d records of failed rollouts, want none", len(f.c.lost))
+			}
+		})
+	}
+}
+
 // A change made after a rollout whose answer was lost is not dropped: the
 // sync that tells the lost rollout goes on and rolls the change out.
 func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
@@ -611,6 +639,56 @@ func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
 	}
 }
 
+// A rollout whose answer was lost, and a sync that runs before the cache
+// shows it (another change seen first): that sync's own rollout, made
+// against the version the lost one was made against, conflicts, and the
+// lost rollout stays recorded (before the fix: replaced by the failed one,
+// and never told); once the cache catches up it is told, and the change
+// made since rolls out.
+func TestALostRolloutIsToldWhenASyncOnAStaleCacheFailsToo(t *testing.T) {
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, secret("db", "1", nil), d)
+	f.baselined(t, d)
+	f.put(t, secret("db", "2", nil))
+	f.failRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
+	f.put(t, secret("db", "3", nil))
+	// Made against the version the lost rollout replaced: the API server
+	// refuses it.
+	f.failRollout(t, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified")), false)
+	f.stored(t)
+	patches := f.sync(t)
+	if len(patches) != 1 || patches[0]["rollout"] != "yes" {
+		t.Fatalf("the sync on the caught-up cache wrote %v; want the change made since rolled out", patches)
+	}
+	if n := f.reloadedEvents(); n != 2 {
+		t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the new one's", n)
+	}
+}
+
+// A rollout whose answer was lost, and a sync before the cache shows it
+// that decides nothing is to roll out (the input was changed back): the
+// lost rollout stays recorded (before the fix: dropped as taken in) and is
+// told once the cache catches up; the input changed back then rolls out.
+func TestALostRolloutIsToldAfterAStaleSyncThatRollsNothingOut(t *testing.T) {
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, secret("db", "1", nil), d)
+	f.baselined(t, d)
+	f.put(t, secret("db", "2", nil))
+	f.failRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
+	f.put(t, secret("db", "1", nil))
+	if patches := f.sync(t); len(patches) != 0 {
+		t.Fatalf("the sync on the stale cache wrote %v; want nothing: the input is as the cache's baseline says", patches)
+	}
+	f.stored(t)
+	patches := f.sync(t)
+	if len(patches) != 1 || patches[0]["rollout"] != "yes" {
+		t.Fatalf("the sync on the caught-up cache wrote %v; want the input changed back rolled out", patches)
+	}
+	if n := f.reloadedEvents(); n != 2 {
+		t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the one back", n)
+	}
+}
+
 // A rollout whose patch failed is remembered across terms, and told in a
 // later one if it was made — unless another leader made and told it in
 // between (its record has another time): then it is not told twice.
@@ -620,7 +698,10 @@ func TestALostRolloutMadeByTheNextLeaderIsNotToldAgain(t *testing.T) {
 	f.baselined(t, d)
 	f.put(t, secret("db", "2", nil))
 	f.failedRollout(t, apierrors.NewTimeoutError("request timed out", 1), false)
-	lost := maps.Clone(f.c.lost) // this process's; the next leader's sync is played by f.c
+	lost := map[types.UID][]unansweredRollout{} // this process's; the next leader's sync is played by f.c
+	for uid, rs := range f.c.lost {
+		lost[uid] = slices.Clone(rs)
+	}
 	f.c.opts.Clock.(*testingclock.FakeClock).Step(20 * time.Second)
 	if patches := f.sync(t); len(patches) != 1 || f.reloadedEvents() != 1 {
 		t.Fatalf("the next leader wrote %v; want the rollout, told once", patches)

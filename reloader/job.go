@@ -2,6 +2,7 @@ package reloader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -29,8 +31,10 @@ import (
 //     (a ResourceQuota's refusal does not count: the old Job fills it);
 //   - the delete names the UID and resourceVersion read, so a Job changed
 //     meanwhile is read again instead of being replaced by a stale copy;
-//   - a create that fails after the delete is kept (pendingJobs) and retried
-//     with backoff until it succeeds or a Job of that name appears.
+//   - from just before the delete, the Job to create is kept (pendingJobs)
+//     and its create retried with backoff until it succeeds or a Job of that
+//     name appears, or the old one turns out not deleted (a delete that
+//     failed may have been applied all the same).
 //
 // From the delete on, the recreation runs to its end on its own deadline
 // even if the leadership term ends, and what is still pending is retried
@@ -120,6 +124,13 @@ func (c *Controller) recreate(ctx context.Context, k key, w metav1.Object, annot
 	c.logger.Info("recreating Job: deleting it, then creating it again with the new content", zap.Stringer("workload", k), zap.String("uid", string(live.UID)))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recreateTimeout)
 	defer cancel()
+	// Pending before the delete: a delete that fails may have been applied
+	// all the same (etcd timed out and committed it late, the connection
+	// broke, client-go resent it and met NotFound), and the Job must not
+	// be lost then. The next sync's createPending finds out which.
+	c.mu.Lock()
+	c.pendingJobs[k] = pendingJob{next: next, old: live.UID}
+	c.mu.Unlock()
 	background := metav1.DeletePropagationBackground
 	if err := jobs.Delete(ctx, k.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion},
@@ -127,11 +138,18 @@ func (c *Controller) recreate(ctx context.Context, k key, w metav1.Object, annot
 	}); err != nil {
 		return nil, fmt.Errorf("delete %s to recreate it: %w", k, err)
 	}
-	c.mu.Lock()
-	c.pendingJobs[k] = next
-	c.mu.Unlock()
 	return c.createPending(ctx, k)
 }
+
+// pendingJob is a Job recreate deletes (its UID: old) to create next.
+type pendingJob struct {
+	next *batchv1.Job
+	old  types.UID
+}
+
+// errNotDeleted: the Job createPending would create again is still the one
+// recreate meant to delete, not being deleted: the delete was refused.
+var errNotDeleted = errors.New("the delete courier sent to recreate it was not applied")
 
 // recreateTimeout bounds a recreation from its delete on, whatever happens
 // to the leadership term meanwhile.
@@ -149,7 +167,8 @@ func overQuota(err error) bool {
 func (c *Controller) hasPending(k key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pendingJobs[k] != nil
+	_, ok := c.pendingJobs[k]
+	return ok
 }
 
 // createPending creates the Job recreate deleted, retrying for a while
@@ -157,11 +176,12 @@ func (c *Controller) hasPending(k key) bool {
 // still fails stays pending for the next sync of k.
 func (c *Controller) createPending(ctx context.Context, k key) (*batchv1.Job, error) {
 	c.mu.Lock()
-	next := c.pendingJobs[k]
+	p, ok := c.pendingJobs[k]
 	c.mu.Unlock()
-	if next == nil {
+	if !ok {
 		return nil, nil
 	}
+	next := p.next
 	jobs := c.client.BatchV1().Jobs(k.Namespace)
 	var created *batchv1.Job
 	var last error
@@ -175,6 +195,8 @@ func (c *Controller) createPending(ctx context.Context, k key) (*batchv1.Job, er
 			switch {
 			case err != nil || there.DeletionTimestamp != nil:
 				return false, nil // the old one is still going
+			case there.UID == p.old:
+				return false, errNotDeleted
 			case there.Spec.Template.Annotations[wellknown.ConfigHash] == next.Spec.Template.Annotations[wellknown.ConfigHash]:
 				created = there // an earlier create whose answer was lost
 				return true, nil
@@ -186,6 +208,9 @@ func (c *Controller) createPending(ctx context.Context, k key) (*batchv1.Job, er
 		return false, nil
 	})
 	switch {
+	case errors.Is(err, errNotDeleted):
+		c.forgetPending(k)
+		return nil, apierrors.NewConflict(batchv1.Resource("jobs"), k.Name, errNotDeleted) // decided again, on the Job as it is
 	case err != nil && apierrors.IsAlreadyExists(err):
 		c.forgetPending(k)
 		c.logger.Error("a Job courier deleted to recreate was created again by someone else meanwhile; theirs is kept", zap.Stringer("workload", k))

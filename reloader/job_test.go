@@ -118,7 +118,7 @@ func TestCreatePending(t *testing.T) {
 					return true, nil, apierrors.NewForbidden(batchv1.Resource("jobs"), "j", fmt.Errorf("denied by a policy"))
 				})
 			}
-			f.c.pendingJobs[k] = next("ours")
+			f.c.pendingJobs[k] = pendingJob{next: next("ours"), old: "the-deleted-one"}
 			got, err := f.c.createPending(t.Context(), k)
 			if (got != nil) != tc.created || (err != nil) != tc.stillQueued || f.c.hasPending(k) != tc.stillQueued {
 				t.Errorf("created %v, err %v, pending %v; want created %v, pending %v", got != nil, err, f.c.hasPending(k), tc.created, tc.stillQueued)
@@ -131,6 +131,56 @@ func TestCreatePending(t *testing.T) {
 			}
 			if warned != tc.warning {
 				t.Errorf("JobNotRecreated Event: %v, want %v", warned, tc.warning)
+			}
+		})
+	}
+}
+
+// A Job's delete whose answer is lost (etcd timed out and committed it, the
+// connection broke) leaves the Job pending: the next try creates it when
+// the delete was applied (before the fix: the Job was lost), and when it
+// was not, finds the old Job still there, forgets the recreation and asks
+// for a fresh decision (a conflict), leaving the old Job as it is.
+func TestARecreateWhoseDeleteAnswerIsLost(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%t", applied), func(t *testing.T) {
+			old := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "old", ResourceVersion: "5"}}
+			f := newFixture(t, Options{}, old)
+			k := key{Kind: "Job", Namespace: "ns", Name: "j"}
+			f.client.PrependReactor("create", "jobs", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				c := a.(clienttesting.CreateActionImpl)
+				return len(c.CreateOptions.DryRun) > 0, c.Object, nil // the fake stores dry runs
+			})
+			f.client.PrependReactor("delete", "jobs", func(clienttesting.Action) (bool, runtime.Object, error) {
+				if applied {
+					if err := f.client.Tracker().Delete(batchv1.SchemeGroupVersion.WithResource("jobs"), "ns", "j"); err != nil {
+						return true, nil, err
+					}
+				}
+				return true, nil, apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
+			})
+			if _, err := f.c.recreate(t.Context(), k, old, nil, "new"); !apierrors.IsTimeout(err) {
+				t.Fatalf("recreate: %v, want the delete's timeout", err)
+			}
+			if !f.c.hasPending(k) {
+				t.Fatal("a Job whose delete failed is not pending")
+			}
+			created, err := f.c.createPending(t.Context(), k)
+			if f.c.hasPending(k) {
+				t.Error("still pending after the next try")
+			}
+			there, getErr := f.client.BatchV1().Jobs("ns").Get(t.Context(), "j", metav1.GetOptions{})
+			if getErr != nil {
+				t.Fatal(getErr)
+			}
+			if applied {
+				if err != nil || created == nil || there.Spec.Template.Annotations[wellknown.ConfigHash] != "new" {
+					t.Errorf("created %v, %v; the Job there has hash %q: want it created with hash new", created != nil, err, there.Spec.Template.Annotations[wellknown.ConfigHash])
+				}
+				return
+			}
+			if !apierrors.IsConflict(err) || created != nil || there.UID != "old" {
+				t.Errorf("created %v, %v; the Job there is %s: want a conflict and the old Job kept", created != nil, err, there.UID)
 			}
 		})
 	}

@@ -684,11 +684,12 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	} else if err != nil {
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		c.queue.Remember(k, seen) // the retry still measures from the change
-		c.unanswered(cons.GetUID(), unansweredRollout{hash: dg.configHash(d.baseline), record: c.record(dg, d.baseline, d.changed),
+		c.unanswered(w.GetUID(), err, unansweredRollout{hash: dg.configHash(d.baseline), record: c.record(dg, d.baseline, d.changed),
 			changed: d.changed, seen: seen, rv: cons.GetResourceVersion()})
 		return err
 	}
 	c.forgetTemplate(cons.GetUID())
+	c.forgetLost(w.GetUID()) // the rollout's hash was written against the version the failed ones were
 	c.reloaded(k, obj.(runtime.Object), d.changed, seen)
 	return nil
 }
@@ -754,13 +755,12 @@ func (c *Controller) notifyOnly(ctx context.Context, k key, info kindInfo, obj r
 	if annotated {
 		why = wellknown.Reload + "=" + wellknown.ReloadNotify
 	}
-	uid := consumer(w, via).GetUID()
 	if err := c.write(ctx, k, info, w, via, dg, d.baseline, nil); err != nil {
-		c.unanswered(uid, unansweredRollout{record: c.record(dg, d.baseline, nil), changed: d.changed,
+		c.unanswered(w.GetUID(), err, unansweredRollout{record: c.record(dg, d.baseline, nil), changed: d.changed,
 			rv: w.GetResourceVersion(), notifyOnly: why})
 		return err
 	}
-	c.forgetTemplate(uid)
+	c.forgetTemplate(consumer(w, via).GetUID())
 	c.notified(k, obj, d.changed, why)
 	return nil
 }
@@ -838,9 +838,14 @@ func (c *Controller) write(ctx context.Context, k key, info kindInfo, w, via met
 		if err := c.patch(ctx, hk, hinfo, hobj.GetResourceVersion(), map[string]any{}, hash); err != nil {
 			return err
 		}
+		c.wroteAgainst(w.GetUID(), hobj.GetResourceVersion())
 		return c.patch(ctx, k, info, "", annotations, "")
 	}
-	return c.patch(ctx, k, info, w.GetResourceVersion(), annotations, hash)
+	if err := c.patch(ctx, k, info, w.GetResourceVersion(), annotations, hash); err != nil {
+		return err
+	}
+	c.wroteAgainst(w.GetUID(), w.GetResourceVersion())
+	return nil
 }
 
 // record is courier's annotations on a workload given now as its baseline

@@ -2,10 +2,10 @@ package reloader
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,28 +54,58 @@ func consumer(w, via metav1.Object) metav1.Object {
 	return w
 }
 
-// unanswered records a rollout of the workload whose consumer is uid that
-// failed, until a sync (of this term or a later one) finds it made or not,
-// a sync takes the workload's changes in, or the workload goes
-// (forgetTemplate).
-func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
+// unanswered records a rollout of workload uid that failed with err, until
+// a sync (of this term or a later one) finds it made or not, or the
+// workload goes (forgetLost). A write that met NotFound is not recorded:
+// its workload went before it (deleted while the sync waited for its
+// turn), so it was not made, and the record would outlive the deletion
+// that forgets it. A retry of the same rollout (the same record) takes the
+// place of the earlier attempt, adding its time; other rollouts (a change
+// seen before the cache showed the failed one) are kept beside it, the
+// last maxAttempts of them.
+func (c *Controller) unanswered(uid types.UID, err error, r unansweredRollout) {
+	if apierrors.IsNotFound(err) {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if at, ok := r.record[wellknown.ReloadedAt].(string); ok {
-		if prev, ok := c.lost[uid]; ok && prev.hash == r.hash {
-			r.madeAt = prev.madeAt
-		}
-		if !slices.Contains(r.madeAt, at) {
-			r.madeAt = append(r.madeAt, at)
-		}
+	rs := c.lost[uid]
+	if i := slices.IndexFunc(rs, r.sameAs); i >= 0 {
+		r.madeAt = rs[i].madeAt
+		rs = slices.Delete(rs, i, i+1)
+	}
+	if at, ok := r.record[wellknown.ReloadedAt].(string); ok && !slices.Contains(r.madeAt, at) {
+		r.madeAt = append(slices.Clone(r.madeAt), at)
 		if len(r.madeAt) > maxAttempts {
 			r.madeAt = slices.Delete(r.madeAt, 0, len(r.madeAt)-maxAttempts)
 		}
 	}
-	c.lost[uid] = r
+	rs = append(rs, r)
+	if len(rs) > maxAttempts {
+		rs = slices.Delete(rs, 0, len(rs)-maxAttempts)
+	}
+	c.lost[uid] = rs
 }
 
-// madeAfterAll looks at the failed rollout of workload w (consumer cons,
+// wroteAgainst: a write to workload uid (or to the Deployment holding its
+// pod template) made against version rv succeeded, so no failed write made
+// against rv was made (it would have moved rv on): they are forgotten.
+func (c *Controller) wroteAgainst(uid types.UID, rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rs := slices.DeleteFunc(c.lost[uid], func(r unansweredRollout) bool { return r.rv == rv }); len(rs) == 0 {
+		delete(c.lost, uid)
+	} else {
+		c.lost[uid] = rs
+	}
+}
+
+// sameAs reports whether r and o are attempts at the same write.
+func (r unansweredRollout) sameAs(o unansweredRollout) bool {
+	return r.hash == o.hash && r.notifyOnly == o.notifyOnly && r.record[wellknown.ConfigInputs] == o.record[wellknown.ConfigInputs]
+}
+
+// madeAfterAll looks at the failed rollouts of workload w (consumer cons,
 // holding the pod template tmplObj), if any. Made — the template holds
 // its hash — it writes the record if only the hash got there, and tells
 // the rollout (reloaded); the sync stops when it wrote the record (the
@@ -86,48 +116,52 @@ func (c *Controller) unanswered(uid types.UID, r unansweredRollout) {
 // terms (their record's time says who made them), rollouts not made only
 // within one (forgetNotifyOnly).
 func (c *Controller) madeAfterAll(ctx context.Context, k key, info kindInfo, obj runtime.Object, w, cons metav1.Object, tmplObj any) (stop bool, err error) {
+	uid := w.GetUID()
+	var made *unansweredRollout
+	var notified []unansweredRollout
 	c.mu.Lock()
-	r, ok := c.lost[cons.GetUID()]
-	c.mu.Unlock()
-	switch {
-	case !ok:
-		return false, nil
-	case r.notifyOnly != "":
+	rs := slices.DeleteFunc(c.lost[uid], func(r unansweredRollout) bool {
 		switch {
-		case w.GetAnnotations()[wellknown.ConfigInputs] == r.record[wellknown.ConfigInputs]:
-			c.forgetLost(cons.GetUID())
-			c.notified(k, obj, r.changed, r.notifyOnly)
-		case w.GetResourceVersion() != r.rv:
-			c.forgetLost(cons.GetUID())
+		case r.notifyOnly != "" && w.GetAnnotations()[wellknown.ConfigInputs] == r.record[wellknown.ConfigInputs]:
+			notified = append(notified, r)
+			return true
+		case r.notifyOnly != "":
+			return w.GetResourceVersion() != r.rv
+		case made == nil && workload.HashOf(tmplObj) == r.hash:
+			made = &r
+			return true
 		}
-		return false, nil
-	case workload.HashOf(tmplObj) != r.hash:
-		if cons.GetResourceVersion() != r.rv {
-			c.forgetLost(cons.GetUID())
-		}
+		return cons.GetResourceVersion() != r.rv
+	})
+	if len(rs) == 0 {
+		delete(c.lost, uid)
+	} else {
+		c.lost[uid] = rs
+	}
+	c.mu.Unlock()
+	for _, r := range notified {
+		c.notified(k, obj, r.changed, r.notifyOnly)
+	}
+	if made == nil {
 		return false, nil
 	}
+	r := *made
 	wrote := w.GetAnnotations()[wellknown.ConfigInputs] != r.record[wellknown.ConfigInputs]
 	if !wrote && !slices.Contains(r.madeAt, w.GetAnnotations()[wellknown.ReloadedAt]) {
 		// The same rollout recorded at another time: a leader of a term
 		// between made and told it, this process's writes having failed.
-		c.forgetLost(cons.GetUID())
 		return false, nil
 	}
 	if wrote {
 		if err := c.patch(ctx, k, info, "", r.record, ""); err != nil {
+			c.mu.Lock()
+			c.lost[uid] = append(c.lost[uid], r) // for the retry
+			c.mu.Unlock()
 			return false, err
 		}
 	}
-	c.forgetLost(cons.GetUID())
 	c.reloaded(k, obj, r.changed, r.seen)
 	return wrote, nil
-}
-
-func (c *Controller) forgetLost(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.lost, uid)
 }
 
 // forgetNotifyOnly ends a term for the rollouts not made whose write
@@ -136,5 +170,11 @@ func (c *Controller) forgetLost(uid types.UID) {
 func (c *Controller) forgetNotifyOnly() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	maps.DeleteFunc(c.lost, func(_ types.UID, r unansweredRollout) bool { return r.notifyOnly != "" })
+	for uid, rs := range c.lost {
+		if rs = slices.DeleteFunc(rs, func(r unansweredRollout) bool { return r.notifyOnly != "" }); len(rs) == 0 {
+			delete(c.lost, uid)
+		} else {
+			c.lost[uid] = rs
+		}
+	}
 }
