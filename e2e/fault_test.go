@@ -424,6 +424,25 @@ func TestARolloutWhoseAnswerIsLostAsTheTermEndsIsToldInTheNext(t *testing.T) {
 	}
 }
 
+// rolloutWithItsAnswerLost changes Secret db of lostAnswerSetup's namespace
+// ns with the answer to app's rollout lost, and waits for the one rollout
+// and its Reloaded Event.
+func rolloutWithItsAnswerLost(t *testing.T, fp *faultProxy, ns string, before int) {
+	t.Helper()
+	fp.mu.Lock()
+	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
+	fp.mu.Unlock()
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
+	rolledOutOnce(t, ns, "app", before, "secret/db")
+	eventually(t, converge, "the Reloaded Event of the rollout whose answer was lost", eventWith(ns, "app", "Reloaded", "secret/db"))
+	fp.mu.Lock()
+	lost := fp.lost
+	fp.mu.Unlock()
+	if lost != 1 {
+		t.Fatalf("the proxy lost %d answers, want the rollout's", lost)
+	}
+}
+
 // Where features meet: installations × a lost answer. A workload two
 // installations see is reloaded by the one that recorded its baseline;
 // when that one's rollout has its answer lost, it tells it once, and the
@@ -437,18 +456,7 @@ func TestALostAnswerOnAWorkloadOfTwoInstallationsIsToldOnceByItsOwner(t *testing
 		t.Fatalf("the other installation counted %v reloads before any change", n)
 	}
 	time.Sleep(quiet) // the other has seen the workload and left it to its owner
-	fp.mu.Lock()
-	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
-	fp.mu.Unlock()
-	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
-	rolledOutOnce(t, ns, "app", before, "secret/db")
-	eventually(t, converge, "the Reloaded Event of the rollout whose answer was lost", eventWith(ns, "app", "Reloaded", "secret/db"))
-	fp.mu.Lock()
-	lost := fp.lost
-	fp.mu.Unlock()
-	if lost != 1 {
-		t.Fatalf("the proxy lost %d answers, want the rollout's", lost)
-	}
+	rolloutWithItsAnswerLost(t, fp, ns, before)
 	time.Sleep(quiet)
 	if n := eventCount(t, ns, "app", "Reloaded"); n != 1 {
 		t.Errorf("%d Reloaded Events, want 1", n)
@@ -482,18 +490,7 @@ func TestALostAnswerOnAWorkloadOfTwoInstallationsIsToldOnceByItsOwner(t *testing
 func TestALostAnswerUnderReloadersPausePeriodIsToldOnceAndStartsTheInterval(t *testing.T) {
 	fp, ns, p, before := lostAnswerSetup(t, map[string]string{"reloader.stakater.com/auto": "true",
 		"deployment.reloader.stakater.com/pause-period": "1h"}, "--compat=reloader")
-	fp.mu.Lock()
-	fp.loseAnswer = func(r *http.Request) bool { return isRolloutOf(r, ns) }
-	fp.mu.Unlock()
-	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
-	rolledOutOnce(t, ns, "app", before, "secret/db")
-	eventually(t, converge, "the Reloaded Event of the rollout whose answer was lost", eventWith(ns, "app", "Reloaded", "secret/db"))
-	fp.mu.Lock()
-	lost := fp.lost
-	fp.mu.Unlock()
-	if lost != 1 {
-		t.Fatalf("the proxy lost %d answers, want the rollout's", lost)
-	}
+	rolloutWithItsAnswerLost(t, fp, ns, before)
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("3") })
 	eventually(t, converge, "the next change delayed by the pause-period", eventWith(ns, "app", "ReloadDelayed"))
 	noRollout(t, ns, "app", before+1)

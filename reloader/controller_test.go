@@ -640,52 +640,44 @@ func TestAChangeAfterALostRolloutStillRollsOut(t *testing.T) {
 }
 
 // A rollout whose answer was lost, and a sync that runs before the cache
-// shows it (another change seen first): that sync's own rollout, made
-// against the version the lost one was made against, conflicts, and the
-// lost rollout stays recorded (before the fix: replaced by the failed one,
-// and never told); once the cache catches up it is told, and the change
-// made since rolls out.
-func TestALostRolloutIsToldWhenASyncOnAStaleCacheFailsToo(t *testing.T) {
-	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
-	f := newFixture(t, Options{}, secret("db", "1", nil), d)
-	f.baselined(t, d)
-	f.put(t, secret("db", "2", nil))
-	f.failRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
-	f.put(t, secret("db", "3", nil))
-	// Made against the version the lost rollout replaced: the API server
-	// refuses it.
-	f.failRollout(t, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified")), false)
-	f.stored(t)
-	patches := f.sync(t)
-	if len(patches) != 1 || patches[0]["rollout"] != "yes" {
-		t.Fatalf("the sync on the caught-up cache wrote %v; want the change made since rolled out", patches)
-	}
-	if n := f.reloadedEvents(); n != 2 {
-		t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the new one's", n)
-	}
-}
-
-// A rollout whose answer was lost, and a sync before the cache shows it
-// that decides nothing is to roll out (the input was changed back): the
-// lost rollout stays recorded (before the fix: dropped as taken in) and is
-// told once the cache catches up; the input changed back then rolls out.
-func TestALostRolloutIsToldAfterAStaleSyncThatRollsNothingOut(t *testing.T) {
-	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
-	f := newFixture(t, Options{}, secret("db", "1", nil), d)
-	f.baselined(t, d)
-	f.put(t, secret("db", "2", nil))
-	f.failRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
-	f.put(t, secret("db", "1", nil))
-	if patches := f.sync(t); len(patches) != 0 {
-		t.Fatalf("the sync on the stale cache wrote %v; want nothing: the input is as the cache's baseline says", patches)
-	}
-	f.stored(t)
-	patches := f.sync(t)
-	if len(patches) != 1 || patches[0]["rollout"] != "yes" {
-		t.Fatalf("the sync on the caught-up cache wrote %v; want the input changed back rolled out", patches)
-	}
-	if n := f.reloadedEvents(); n != 2 {
-		t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the one back", n)
+// shows it (another change seen first): whether that sync's own rollout,
+// made against the version the lost one replaced, conflicts, or it decides
+// nothing is to roll out (the input changed back), the lost rollout stays
+// recorded (before the fix: replaced, or dropped as taken in, and never
+// told); once the cache catches up it is told, and the change made since
+// rolls out.
+func TestALostRolloutIsToldAfterASyncOnAStaleCache(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stale func(*testing.T, *fixture)
+	}{
+		{"its own rollout conflicts", func(t *testing.T, f *fixture) {
+			f.put(t, secret("db", "3", nil))
+			f.failRollout(t, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified")), false)
+		}},
+		{"it rolls nothing out", func(t *testing.T, f *fixture) {
+			f.put(t, secret("db", "1", nil))
+			if patches := f.sync(t); len(patches) != 0 {
+				t.Fatalf("the sync on the stale cache wrote %v; want nothing: the input is as the cache's baseline says", patches)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+			f := newFixture(t, Options{}, secret("db", "1", nil), d)
+			f.baselined(t, d)
+			f.put(t, secret("db", "2", nil))
+			f.failRollout(t, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true)
+			tc.stale(t, f)
+			f.stored(t)
+			patches := f.sync(t)
+			if len(patches) != 1 || patches[0]["rollout"] != "yes" {
+				t.Fatalf("the sync on the caught-up cache wrote %v; want the change made since rolled out", patches)
+			}
+			if n := f.reloadedEvents(); n != 2 {
+				t.Fatalf("%d Reloaded Events, want 2: the lost rollout's and the new one's", n)
+			}
+		})
 	}
 }
 
