@@ -130,12 +130,13 @@ type Controller struct {
 	// name.
 	pendingJobs map[key]pendingJob
 	// lost: rollouts whose write failed and may have been made all the
-	// same, by workload UID (see unansweredRollout). Rollouts are kept across terms, until the
-	// workload goes: one whose answer was lost as the term ended (the API
-	// server away) is told when this process leads again, unless another
-	// leader made it meanwhile (madeAfterAll). Several, while the cache
-	// lags: a write against the version a failed one was made against
-	// conflicts if that one was made, so at most one of them was.
+	// same, by workload UID (see unansweredRollout). Rollouts are kept
+	// across terms, until the workload goes: one whose answer was lost as
+	// the term ended (the API server away) is told when this process leads
+	// again, unless another leader made it meanwhile (madeAfterAll).
+	// Several, while the cache lags: a write against the version a failed
+	// one was made against conflicts if that one was made, so at most one
+	// of them was.
 	lost map[types.UID][]unansweredRollout
 }
 
