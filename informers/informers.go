@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -60,7 +61,16 @@ type Set struct {
 	// ProviderStatuses is the Secrets Store CSI driver's reports
 	// (NewProviderStatuses; nil without --reload-csi).
 	ProviderStatuses cache.SharedIndexInformer
-	running          sync.WaitGroup
+	// Reach is which watched namespaces courier may list in now.
+	Reach *Reach
+	// parts are the informers WaitForSync waits for, by namespace.
+	parts   []part
+	running sync.WaitGroup
+}
+
+type part struct {
+	namespace string
+	inf       cache.SharedIndexInformer
 }
 
 // Getter is one informer of the Set.
@@ -81,47 +91,47 @@ func (f fixed) Informer() cache.SharedIndexInformer { return f.inf }
 // the cache keeps of each Secret and ConfigMap, and how they are indexed.
 // scope is what the caches hold.
 func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
-	s := &Set{}
+	s := &Set{Reach: newReach(scope.Namespaces, logger)}
 	type factory = informers.SharedInformerFactory
 	kinds := []struct {
 		field *Getter
 		of    func(f factory, ns string) cache.SharedIndexInformer
 	}{
 		{&s.Secrets, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &corev1.Secret{}, func(c kubernetes.Interface) resourceClient[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }, func(o *metav1.ListOptions) {
+			return typed(f, s.Reach, ns, &corev1.Secret{}, func(c kubernetes.Interface) resourceClient[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }, func(o *metav1.ListOptions) {
 				want := scope.SecretOptions()
 				o.FieldSelector, o.LabelSelector = want.FieldSelector, want.LabelSelector
 			})
 		}},
 		{&s.ConfigMaps, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &corev1.ConfigMap{}, func(c kubernetes.Interface) resourceClient[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }, func(o *metav1.ListOptions) {
+			return typed(f, s.Reach, ns, &corev1.ConfigMap{}, func(c kubernetes.Interface) resourceClient[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }, func(o *metav1.ListOptions) {
 				o.LabelSelector = scope.ConfigMapOptions().LabelSelector
 			})
 		}},
 		{&s.Namespaces, func(f factory, ns string) cache.SharedIndexInformer {
 			if ns == metav1.NamespaceAll {
-				return typed(f, &corev1.Namespace{}, func(c kubernetes.Interface) resourceClient[*corev1.NamespaceList] { return c.CoreV1().Namespaces() }, nil)
+				return typed(f, s.Reach, ns, &corev1.Namespace{}, func(c kubernetes.Interface) resourceClient[*corev1.NamespaceList] { return c.CoreV1().Namespaces() }, nil)
 			}
 			return f.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-				return namedNamespaceInformer(c, ns)
+				return namedNamespaceInformer(c, ns, func(err error) { s.Reach.result(ns, "*v1.Namespace", err) })
 			})
 		}},
 		{&s.Deployments, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &appsv1.Deployment{}, func(c kubernetes.Interface) resourceClient[*appsv1.DeploymentList] { return c.AppsV1().Deployments(ns) }, nil)
+			return typed(f, s.Reach, ns, &appsv1.Deployment{}, func(c kubernetes.Interface) resourceClient[*appsv1.DeploymentList] { return c.AppsV1().Deployments(ns) }, nil)
 		}},
 		{&s.StatefulSets, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &appsv1.StatefulSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.StatefulSetList] {
+			return typed(f, s.Reach, ns, &appsv1.StatefulSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.StatefulSetList] {
 				return c.AppsV1().StatefulSets(ns)
 			}, nil)
 		}},
 		{&s.DaemonSets, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &appsv1.DaemonSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.DaemonSetList] { return c.AppsV1().DaemonSets(ns) }, nil)
+			return typed(f, s.Reach, ns, &appsv1.DaemonSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.DaemonSetList] { return c.AppsV1().DaemonSets(ns) }, nil)
 		}},
 		{&s.CronJobs, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &batchv1.CronJob{}, func(c kubernetes.Interface) resourceClient[*batchv1.CronJobList] { return c.BatchV1().CronJobs(ns) }, nil)
+			return typed(f, s.Reach, ns, &batchv1.CronJob{}, func(c kubernetes.Interface) resourceClient[*batchv1.CronJobList] { return c.BatchV1().CronJobs(ns) }, nil)
 		}},
 		{&s.Jobs, func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, &batchv1.Job{}, func(c kubernetes.Interface) resourceClient[*batchv1.JobList] { return c.BatchV1().Jobs(ns) }, nil)
+			return typed(f, s.Reach, ns, &batchv1.Job{}, func(c kubernetes.Interface) resourceClient[*batchv1.JobList] { return c.BatchV1().Jobs(ns) }, nil)
 		}},
 	}
 	parts := make([]map[string]cache.SharedIndexInformer, len(kinds))
@@ -137,8 +147,13 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 		}
 	}
 	for i, k := range kinds {
-		*k.field = fixed{whole(parts[i])}
+		w := whole(parts[i])
+		if m, ok := w.(*Multi); ok {
+			m.skip = s.Reach.Refused // a namespace courier may not list in holds nothing up
+		}
+		*k.field = fixed{w}
 		for ns, inf := range parts[i] {
+			s.parts = append(s.parts, part{ns, inf})
 			if ns == metav1.NamespaceAll {
 				continue
 			}
@@ -163,20 +178,24 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 // typed is f's informer of obj, through the client of returns, tweak (if
 // set) changing every request's options: informerOf, with the factory's
 // transform.
-func typed[L runtime.Object](f informers.SharedInformerFactory, obj runtime.Object, of func(kubernetes.Interface) resourceClient[L], tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+// The informer of namespace ns (--watch-namespaces; "": every namespace)
+// tells r whether the API server allows each of its lists and watches.
+func typed[L runtime.Object](f informers.SharedInformerFactory, r *Reach, ns string, obj runtime.Object, of func(kubernetes.Interface) resourceClient[L], tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	return f.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-		return informerOf(of(c), c, obj, "", tweak, namespaceIndex())
+		var rc resourceClient[L] = of(c)
+		if ns != metav1.NamespaceAll {
+			rc = reporting[L]{c: rc, r: r, ns: ns, what: fmt.Sprintf("%T", obj)}
+		}
+		return informerOf(rc, c, obj, "", tweak, namespaceIndex())
 	})
 }
 
 // refusedIn is the watch error handler of an informer of namespace ns
-// (--watch-namespaces): a refusal names the namespace and the fix, for
-// courier is not ready until every watched namespace's informers have
-// listed.
+// (--watch-namespaces): a refusal names the namespace and the fix.
 func refusedIn(ns string, logger *zap.Logger) cache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
-			logger.Error("courier may not list or watch in a namespace of --watch-namespaces, so it is not ready: create the namespace and bind courier's Role there (manifests/namespace-scoped/access, or the chart's scope.namespaces), or remove it from the flag",
+			logger.Error("courier may not list or watch in a namespace of --watch-namespaces: it goes on without it (courier_watch_namespace_unavailable) until allowed; create the namespace and bind courier's Role there (manifests/namespace-scoped/access, or the chart's scope.namespaces), or remove it from the flag",
 				zap.String("namespace", ns), zap.Error(err))
 			return
 		}
@@ -251,14 +270,19 @@ func (s *Set) HasSynced() bool {
 // WaitForSync blocks until every informer has synced or ctx ends; the
 // custom kinds' are not waited for (HasSynced, readiness, includes them): a
 // kind courier may not watch must not hold up everything else, and the
-// reloader takes each kind's objects as its informer delivers them.
+// reloader takes each kind's objects as its informer delivers them. Nor are
+// those of a watched namespace courier may not list in now (Reach).
 func (s *Set) WaitForSync(ctx context.Context) error {
-	for _, f := range s.factories {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("informer cache for %v did not sync: %w", typ, context.Cause(ctx))
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, p := range s.parts {
+			if !p.inf.HasSynced() && !s.Reach.Refused(p.namespace) {
+				return false, nil
 			}
 		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ import (
 type Multi struct {
 	parts map[string]cache.SharedIndexInformer
 	order []string // namespaces, sorted: reads are deterministic
+	// skip, if set, reports a namespace whose part is not waited for
+	// (HasSynced): courier may not list there now (Reach).
+	skip func(namespace string) bool
 }
 
 var _ cache.SharedIndexInformer = (*Multi)(nil)
@@ -67,16 +70,19 @@ func (m *Multi) each(f func(ns string, inf cache.SharedIndexInformer) error) err
 // registration is a handler's registration on every part.
 type registration struct {
 	parts map[string]cache.ResourceEventHandlerRegistration
+	skip  func(namespace string) bool
 }
 
 func (r registration) HasSynced() bool {
-	for _, p := range r.parts {
-		if !p.HasSynced() {
+	for ns, p := range r.parts {
+		if !p.HasSynced() && !skipped(r.skip, ns) {
 			return false
 		}
 	}
 	return true
 }
+
+func skipped(skip func(string) bool, ns string) bool { return skip != nil && skip(ns) }
 
 func (r registration) HasSyncedChecker() cache.DoneChecker {
 	var parts []cache.DoneChecker
@@ -117,7 +123,7 @@ func (m *Multi) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, re
 }
 
 func (m *Multi) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	r := registration{parts: map[string]cache.ResourceEventHandlerRegistration{}}
+	r := registration{parts: map[string]cache.ResourceEventHandlerRegistration{}, skip: m.skip}
 	err := m.each(func(ns string, inf cache.SharedIndexInformer) error {
 		reg, err := inf.AddEventHandlerWithOptions(h, o)
 		r.parts[ns] = reg
@@ -156,8 +162,8 @@ func (m *Multi) RunWithContext(ctx context.Context) {
 }
 
 func (m *Multi) HasSynced() bool {
-	for _, inf := range m.parts {
-		if !inf.HasSynced() {
+	for ns, inf := range m.parts {
+		if !inf.HasSynced() && !skipped(m.skip, ns) {
 			return false
 		}
 	}

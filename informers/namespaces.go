@@ -22,7 +22,9 @@ import (
 // selected by name, is cluster-scoped and needs a ClusterRole), so
 // --watch-namespaces needs no cluster-wide permission to read the labels
 // and the deletion of the namespaces it watches.
-func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedIndexInformer {
+//
+// report is told the answer to each request (nil for NotFound: allowed).
+func namedNamespaceInformer(c kubernetes.Interface, name string, report func(error)) cache.SharedIndexInformer {
 	var listed atomic.Bool
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
@@ -34,8 +36,10 @@ func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedInd
 			list := &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: "0"}}
 			ns, err := c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 			if apierrors.IsNotFound(err) {
+				report(nil)
 				return list, nil // not created yet: the watch sees it come
 			}
+			report(err)
 			if err != nil {
 				return nil, err
 			}
@@ -50,8 +54,10 @@ func namedNamespaceInformer(c kubernetes.Interface, name string) cache.SharedInd
 				return nil, errRelist
 			}
 			o.Watch = true
-			return c.CoreV1().RESTClient().Get().AbsPath("/api/v1/watch/namespaces", name).
+			w, err := c.CoreV1().RESTClient().Get().AbsPath("/api/v1/watch/namespaces", name).
 				VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
+			report(err)
+			return w, err
 		}),
 	}
 	// A list here is one GET: the reflector must not stream it (WatchList).

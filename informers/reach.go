@@ -1,0 +1,119 @@
+package informers
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/courier-k8s/courier/internal/metrics"
+)
+
+// Reach is which namespaces of --watch-namespaces courier may list and
+// watch in now. With Roles only, a watched namespace that is deleted takes
+// courier's Role with it, and one listed before its Role is bound has none
+// yet: the API server refuses every list and watch there. Such a namespace
+// is left out of what courier waits for (readiness, election: Set.HasSynced,
+// Set.WaitForSync) so it holds nothing else up, and out of courier's view
+// (package view: nothing there counts as gone); it is picked up again by
+// its informers' next attempt that the API server allows
+// (courier_watch_namespace_unavailable says which are out now).
+type Reach struct {
+	logger *zap.Logger
+	gauge  *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	refused map[string]map[string]bool // namespace → what is refused there
+}
+
+func newReach(namespaces []string, logger *zap.Logger) *Reach {
+	r := &Reach{
+		logger:  logger,
+		refused: map[string]map[string]bool{},
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "watch_namespace_unavailable",
+			Help: "1 for a namespace of --watch-namespaces where the API server refuses courier's lists and watches now (deleted, or courier's Role not bound there): courier goes on without it; 0 once it is served.",
+		}, []string{"namespace"}),
+	}
+	for _, ns := range namespaces {
+		r.gauge.WithLabelValues(ns).Set(0)
+	}
+	return r
+}
+
+// Gauge is courier_watch_namespace_unavailable, to register.
+func (r *Reach) Gauge() *prometheus.GaugeVec { return r.gauge }
+
+// Refused reports whether courier may not list something in namespace ns
+// now. A nil Reach (the cluster-wide install) refuses nothing.
+func (r *Reach) Refused(ns string) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.refused[ns]) > 0
+}
+
+// result records the answer to a list or watch of what in namespace ns:
+// refused (Forbidden), or allowed (no error); any other error says nothing
+// of courier's permissions.
+func (r *Reach) result(ns, what string, err error) {
+	if err != nil && !apierrors.IsForbidden(err) {
+		return
+	}
+	r.mu.Lock()
+	before := len(r.refused[ns]) > 0
+	if err != nil {
+		if r.refused[ns] == nil {
+			r.refused[ns] = map[string]bool{}
+		}
+		r.refused[ns][what] = true
+	} else {
+		delete(r.refused[ns], what)
+	}
+	after := len(r.refused[ns]) > 0
+	kinds := make([]string, 0, len(r.refused[ns]))
+	for k := range r.refused[ns] {
+		kinds = append(kinds, k)
+	}
+	r.mu.Unlock()
+	if before == after {
+		return
+	}
+	slices.Sort(kinds)
+	if after {
+		r.gauge.WithLabelValues(ns).Set(1)
+		r.logger.Warn("courier may not list or watch in this namespace of --watch-namespaces (deleted, or courier's Role not bound there): it goes on without it, acts on nothing there as gone, and picks it up once allowed; create the namespace and bind courier's Role there, or remove it from the flag",
+			zap.String("namespace", ns), zap.Strings("refused", kinds))
+		return
+	}
+	r.gauge.WithLabelValues(ns).Set(0)
+	r.logger.Info("a namespace of --watch-namespaces is served again", zap.String("namespace", ns))
+}
+
+// reporting is c, telling r the answer to each list and watch of what in
+// namespace ns.
+type reporting[L runtime.Object] struct {
+	c        resourceClient[L]
+	r        *Reach
+	ns, what string
+}
+
+func (p reporting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
+	l, err := p.c.List(ctx, o)
+	p.r.result(p.ns, p.what, err)
+	return l, err
+}
+
+func (p reporting[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	w, err := p.c.Watch(ctx, o)
+	p.r.result(p.ns, p.what, err)
+	return w, err
+}
