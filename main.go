@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -43,6 +44,7 @@ import (
 	"github.com/courier-k8s/courier/internal/settings"
 	"github.com/courier-k8s/courier/internal/status"
 	"github.com/courier-k8s/courier/internal/version"
+	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 	"github.com/courier-k8s/courier/reloader"
@@ -217,12 +219,16 @@ type daemon struct {
 // wait out an API server that cannot serve (informers.WaitOut).
 type clients struct {
 	kube, watchKube kubernetes.Interface
-	dyn, watchDyn   dynamic.Interface // nil without --reload-resources or --reload-csi
+	meta            metadata.Interface // reads by name, metadata only (informers.Finder)
+	dyn, watchDyn   dynamic.Interface  // nil without --reload-resources or --reload-csi
 }
 
 func newClients(cfg *rest.Config, dynamicToo bool) (cs clients, err error) {
 	watchCfg := informers.WaitOut(cfg)
 	if cs.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	if cs.meta, err = metadata.NewForConfig(cfg); err != nil {
 		return cs, err
 	}
 	if cs.watchKube, err = kubernetes.NewForConfig(watchCfg); err != nil || !dynamicToo {
@@ -255,6 +261,13 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(inf.Reach.Gauge())
+	// What courier sees: absence from its caches is acted on only inside it.
+	v, err := view.New(o.WatchNamespaces, o.ResourceLabelSelector, inf.Reach.Refused)
+	if err != nil {
+		return nil, err // Parse checked it
+	}
+	finder := informers.NewFinder(cs.meta)
 	if len(o.ReloadResources) > 0 {
 		if inf.Custom, err = informers.NewCustom(cs.watchDyn, o.ReloadResources, scope, logger); err != nil {
 			return nil, err
@@ -273,6 +286,8 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		Installation:     o.Namespace,
 		QueueMetrics:     queues,
 		ScopeLabels:      scopeLabels,
+		View:             v,
+		Finder:           finder,
 	})
 	if err != nil {
 		return nil, err
@@ -286,7 +301,8 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		QueueMetrics:      queues,
 		Guard:             grd,
 		ScopeLabels:       scopeLabels,
-		Scoped:            len(o.WatchNamespaces) > 0 || o.ResourceLabelSelector != "",
+		View:              v,
+		Finder:            finder,
 	})
 	if err != nil {
 		return nil, err
@@ -295,6 +311,8 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
 		Selective:    o.ResourceLabelSelector != "",
+		View:         v,
+		Finder:       finder,
 		KeyLabels:    keyLabels,
 		ReloadAll:    o.ReloadAll,
 		NotifyOnly:   o.ReloadMode == "notify",

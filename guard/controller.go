@@ -26,6 +26,7 @@ import (
 	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
+	visible "github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
 	"github.com/courier-k8s/courier/internal/writer"
@@ -45,6 +46,11 @@ type Options struct {
 	// carries its source's values of them, so it is cached when its source
 	// is.
 	ScopeLabels []string
+	// View is what courier sees (zero: everything): a protected source the
+	// cache lacks is restored only when the view says it is gone.
+	View visible.View
+	// Finder reads by name what the view cannot judge from the cache.
+	Finder visible.Finder
 }
 
 type key struct {
@@ -312,7 +318,23 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		}
 		return err
 	case backup != nil:
-		return c.restore(ctx, k, backup)
+		a, err := c.opts.View.Confirm(ctx, c.opts.Finder, k.Kind, k.Namespace, k.Name)
+		switch {
+		case err != nil:
+			return err
+		case a.Gone:
+			return c.restore(ctx, k, backup)
+		case c.opts.View.Namespace(k.Namespace) != visible.Inside:
+			return nil // courier may not write there now either
+		}
+		// It left courier's view (relabelled out of the selector): courier
+		// can no longer protect it, so it is retired. Kept, its backup would
+		// bring it back after an admin deleted it outside the view.
+		c.logger.Warn("protected source left courier's view; its backup is deleted, and it is no longer protected", zap.Stringer("source", k), zap.String("hiddenBy", a.Hidden))
+		c.recorder.Event(backup.obj, corev1.EventTypeWarning, wellknown.ReasonSourceOutOfView, fmt.Sprintf(
+			"the protected source %s/%s left courier's view (%s): courier can no longer protect it, so this backup is deleted and the source is not restored if deleted. Bring it back into the view to protect it again",
+			k.Namespace, k.Name, a.Hidden))
+		return c.delete(ctx, k.Kind, backup.meta)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/notify"
 	"github.com/courier-k8s/courier/internal/stakater"
+	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -44,6 +45,13 @@ type Options struct {
 	// Selective: --resource-label-selector is set; an input never seen
 	// may be outside it, so it does not hold rollouts back (observed).
 	Selective bool
+	// View is what courier sees (zero: everything): an input in a
+	// workload's baseline that the cache lacks counts as missing, and an
+	// installation whose digest key it lacks as gone, only when the view
+	// says so.
+	View view.View
+	// Finder reads by name what the view cannot judge from the cache.
+	Finder view.Finder
 	// KeyLabels are labels the selector selects (config.SatisfyingLabels),
 	// given to the digest key so courier sees it.
 	KeyLabels map[string]string

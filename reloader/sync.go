@@ -82,9 +82,15 @@ const installationField = "installation"
 
 // installed reports whether a courier installation runs in namespace: its
 // digest key is there (every installation writes one at its first start).
-func (c *Controller) installed(namespace string) bool {
-	keys, _ := c.secrets.ByIndex(informers.Installations, namespace)
-	return len(keys) > 0
+// One courier's cache may not hold another's key (a namespace it does not
+// watch, a selector the key's labels do not match): only when its view
+// says the key is gone is the installation gone (view.Confirm).
+func (c *Controller) installed(ctx context.Context, namespace string) (bool, error) {
+	if keys, _ := c.secrets.ByIndex(informers.Installations, namespace); len(keys) > 0 {
+		return true, nil
+	}
+	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, wellknown.KindSecret, namespace, KeySecret)
+	return !a.Gone, err
 }
 
 // stored is what courier.dev/config-inputs says besides its inputs.
@@ -309,6 +315,11 @@ type observed struct {
 	// never seen may exist outside it: it holds nothing back (one seen
 	// before and gone still does).
 	selective bool
+	// hidden: inputs in the baseline that the cache lacks but that exist
+	// outside courier's view (relabelled out of the selector, or the
+	// selector turned on since): not missing, they hold nothing back and
+	// keep their recorded digest.
+	hidden map[string]bool
 }
 
 // decide compares what a workload consumes now with its stored baseline
@@ -357,7 +368,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 		if seen {
 			next[id] = old
 		}
-		if !optional && (seen || !o.selective) {
+		if !optional && (seen || !o.selective) && !o.hidden[id] {
 			missing = append(missing, id)
 		}
 	}
@@ -394,10 +405,11 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 //
 // tmplObj is what holds the pod template: obj itself, or the Deployment a
 // Rollout with spec.workloadRef takes its template from.
-func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
+func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg digester) observed {
 	tmplAnnotations := workload.TemplateAnnotations(tmplObj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
-		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg, selective: c.opts.Selective}
+		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg, selective: c.opts.Selective,
+		hidden: map[string]bool{}}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
 	if tmplObj != obj {
@@ -455,6 +467,9 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 		}
 		o.optional[ref.ID()] = ref.Optional
 		if m == nil {
+			if _, seen := inBaseline[ref.ID()]; seen && ref.Kind != wellknown.KindSecretProviderClass {
+				o.hidden[ref.ID()] = c.hiddenInput(ctx, k, ref)
+			}
 			continue
 		}
 		in := c.lookup(ref.Kind, k.Namespace, ref.Name)
@@ -482,6 +497,18 @@ func (c *Controller) observe(k key, obj, tmplObj any, dg digester) observed {
 			strings.Join(slices.Compact(badPatterns), ", ")))
 	}
 	return o
+}
+
+// hiddenInput reports whether the input ref of the workload k, which the
+// cache lacks, may exist outside courier's view (view.Confirm); a failed
+// read counts as hidden: nothing is held back on a guess.
+func (c *Controller) hiddenInput(ctx context.Context, k key, ref inputs.Ref) bool {
+	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, k.Namespace, ref.Name)
+	if err != nil {
+		c.logger.Warn("could not tell whether an input is gone or outside courier's view; it holds nothing back", zap.Stringer("workload", k), zap.String("input", ref.ID()), zap.Error(err))
+		return true
+	}
+	return !a.Gone
 }
 
 // withOptIns is a Rollout's annotations (a) with the opt-ins (courier's,
@@ -557,8 +584,10 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	}
 	recorded, hasBaseline := w.GetAnnotations()[wellknown.ConfigInputs]
 	_, st := parseBaseline(recorded)
-	if hasBaseline && st.installation != "" && st.installation != c.opts.Namespace && c.installed(st.installation) {
-		return nil // another installation reloads this workload
+	if hasBaseline && st.installation != "" && st.installation != c.opts.Namespace {
+		if installed, err := c.installed(ctx, st.installation); err != nil || installed {
+			return err // another installation reloads this workload
+		}
 	}
 	compareWith := dg
 	switch {
@@ -569,7 +598,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		// gone: start afresh, like first sight.
 		hasBaseline = false
 	}
-	o := c.observe(k, obj, tmplObj, compareWith)
+	o := c.observe(ctx, k, obj, tmplObj, compareWith)
 	d := decide(recorded, hasBaseline, o)
 	if compareWith.id != dg.id && d.action != dropBaseline && len(o.optional) > 0 {
 		// Rewrite the baseline with keyed digests, once: no rollout unless
@@ -577,7 +606,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		if d.action != rollOut {
 			d.action = writeBaseline
 		}
-		d.baseline = c.observe(k, obj, tmplObj, dg).now
+		d.baseline = c.observe(ctx, k, obj, tmplObj, dg).now
 	}
 	if d.firstSight {
 		c.metrics.skipped.WithLabelValues(skipFirstSight).Inc()

@@ -28,6 +28,7 @@ import (
 	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workers"
 	"github.com/courier-k8s/courier/internal/writer"
@@ -54,9 +55,12 @@ type Options struct {
 	// ScopeLabels are the label keys of --resource-label-selector: a
 	// replica carries its source's values of them (source.Record.With).
 	ScopeLabels []string
-	// Scoped: --watch-namespaces or --resource-label-selector is set, so a
-	// source courier does not see may exist outside its view.
-	Scoped bool
+	// View is what courier sees (zero: everything): a source missing from
+	// the cache deletes its replicas, and another source's replica is taken
+	// over, only when the view says it is gone.
+	View view.View
+	// Finder reads by name what the view cannot judge from the cache.
+	Finder view.Finder
 }
 
 // Guard is what the replicator asks the guard (package guard).
@@ -104,7 +108,7 @@ type Controller struct {
 
 	mu        sync.Mutex
 	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
-	refused   map[types.UID]string     // the PullRefused last told of each refused pull (see refusePull)
+	told      map[types.UID]string     // what was last told of each object (a PullRefused, a SourceOutOfView: tellOnce)
 	relabeled map[string]relabel       // label changes by namespace
 }
 
@@ -147,7 +151,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		clock:     o.Clock,
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
-		refused:   map[types.UID]string{},
+		told:      map[types.UID]string{},
 		relabeled: map[string]relabel{},
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: secrets, kindConfigMap: configMaps} {
@@ -309,7 +313,7 @@ func (c *Controller) contentHandler(kind string) cache.ResourceEventHandler {
 				c.forgetSource(m.GetUID())
 				c.sourceChanged(kind, m)
 			}
-			c.forgetRefusal(m.GetUID())
+			c.forgetTold(m.GetUID())
 			c.enqueueClaims(kind, m, true)
 		},
 	}

@@ -44,6 +44,11 @@ type pairFacts struct {
 	object string
 	// existing is what holds the name in the target (nil: nothing).
 	existing *replicaFacts
+	// sourceHidden: the source is not in courier's cache but may exist
+	// outside its view (package view); it names what hides it. Only
+	// gathered for a replica of this source that a missing source would
+	// delete.
+	sourceHidden string
 }
 
 // replicaFacts is the object holding the name in the target namespace.
@@ -54,6 +59,9 @@ type replicaFacts struct {
 	immutable bool
 	// ownerIsSource: the source it names as its own is a live source.
 	ownerIsSource bool
+	// ownerHidden: that source is not in courier's cache but may exist
+	// outside its view; it names what hides it.
+	ownerHidden string
 }
 
 // action is the write a pair's plan makes.
@@ -88,6 +96,9 @@ type plan struct {
 	reason string
 	// reverted: the write undoes someone else's change to the replica.
 	reverted bool
+	// outOfView: nothing is written because the source is outside
+	// courier's view; it names what hides it (said once on the replica).
+	outOfView string
 }
 
 // planPair decides what a pair's sync does from the facts alone: at most
@@ -119,6 +130,10 @@ func planPair(f pairFacts) plan {
 		switch {
 		case e == nil:
 			return plan{state: forgetState}
+		case f.sourceHidden != "":
+			// Courier cannot tell "gone" from "outside its view": what it
+			// wrote stays as it is.
+			return plan{state: forgetState, outOfView: f.sourceHidden}
 		case f.claimant != "" && f.claimant != f.ref:
 			// A live source that wants this name here takes the replica over
 			// (its pair reverts the metadata) rather than see it deleted and
@@ -129,6 +144,11 @@ func planPair(f pairFacts) plan {
 	}
 
 	// ensure: the oldest source claiming this name here wins.
+	if found == replica.OtherSources && e.ownerHidden != "" {
+		owner, _ := replica.OwnerOf(e.meta, f.installation)
+		return plan{action: conflict, state: conflictState, reason: f.object + " is the replica of another source, " + owner +
+			", which courier cannot see (" + e.ownerHidden + "); it is left untouched: the older source wins"}
+	}
 	if f.claimant != "" && f.claimant != f.ref {
 		return plan{action: conflict, state: conflictState, reason: "the older source " + f.claimant + " wins"}
 	}

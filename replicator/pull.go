@@ -56,7 +56,7 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	r := c.roleOf(t)
 	ref, via := r.PullRef, r.PullVia
 	if via == "" || t.meta.GetDeletionTimestamp() != nil {
-		c.forgetRefusal(t.meta.GetUID()) // no longer a pull
+		c.forgetTold(t.meta.GetUID()) // no longer a pull
 		return nil
 	}
 	if _, err := c.namespaces.Get(k.Namespace); err != nil {
@@ -76,7 +76,7 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 		c.refusePull(k, t, r, fmt.Sprintf("the source's %v", err))
 		return nil
 	}
-	c.forgetRefusal(t.meta.GetUID())
+	c.forgetTold(t.meta.GetUID())
 	hash := c.hash(src, spec)
 	a := t.meta.GetAnnotations()
 	held := content.Hash(t.entries())
@@ -114,21 +114,26 @@ const servedElsewhere = "served elsewhere"
 // nothing again).
 func (c *Controller) refusePull(k key, t *item, r role.Role, why string) {
 	msg := fmt.Sprintf("%s=%q is not honoured: %s. Nothing is written to this %s until that changes", r.PullVia, r.PullRef, why, k.Kind)
-	uid := t.meta.GetUID()
-	c.mu.Lock()
-	said := c.refused[uid] == msg
-	c.refused[uid] = msg
-	c.mu.Unlock()
-	if !said {
+	if c.tellOnce(t.meta.GetUID(), msg) {
 		c.recorder.Event(t.obj, corev1.EventTypeWarning, wellknown.ReasonPullRefused, msg)
 	}
 }
 
-// forgetRefusal drops the cause last told of an object's pull: it is
-// honoured now, no longer a pull, or gone.
-func (c *Controller) forgetRefusal(uid types.UID) {
+// tellOnce reports whether msg is news about the object uid: not the last
+// thing told of it (told is forgotten when the object goes, forgetTold).
+func (c *Controller) tellOnce(uid types.UID, msg string) bool {
 	c.mu.Lock()
-	delete(c.refused, uid)
+	defer c.mu.Unlock()
+	said := c.told[uid] == msg
+	c.told[uid] = msg
+	return !said
+}
+
+// forgetTold drops the cause last told of an object's pull: it is
+// honoured now, no longer a pull, or gone.
+func (c *Controller) forgetTold(uid types.UID) {
+	c.mu.Lock()
+	delete(c.told, uid)
 	c.mu.Unlock()
 }
 
@@ -218,7 +223,7 @@ func (c *Controller) eligible(ns, srcNS string) bool {
 // unseen is what an Event saying a source does not exist adds when courier's
 // view is scoped.
 func (c *Controller) unseen() string {
-	if !c.opts.Scoped {
+	if !c.opts.View.Scoped() {
 		return ""
 	}
 	return " (or courier does not see it: outside --watch-namespaces or --resource-label-selector)"

@@ -259,11 +259,14 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if (src == nil || src.meta.GetDeletionTimestamp() != nil) && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
 		return nil // the guard restores the source: keep its replicas, whatever the deletion
 	}
-	f, err := c.pairFacts(k, o, src, existing, ns)
+	f, err := c.pairFacts(ctx, k, o, src, existing, ns)
 	if err != nil {
 		return err
 	}
 	p := planPair(f)
+	if p.outOfView != "" {
+		c.outOfView(k, existing, p.outOfView)
+	}
 	switch p.state {
 	case forgetState:
 		c.states.forget(k)
@@ -306,7 +309,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			// create (one it did, the writer adopts). Report it like any
 			// other object courier did not create; the error keeps the pair
 			// retrying with backoff, for courier would not see it go.
-			c.conflict(k, src, fmt.Sprintf("%s exists and was not created by courier (a Secret of a type courier does not watch, e.g. %s, or an object outside --resource-label-selector); it is left untouched",
+			c.conflict(k, src, fmt.Sprintf("%s exists and is not this source's replica (a Secret of a type courier does not watch, e.g. %s, or an object outside --resource-label-selector: one courier did not create, or another source's replica, which the older source keeps); it is left untouched",
 				f.object, wellknown.HelmReleaseType))
 			return err
 		}
@@ -377,7 +380,7 @@ func (c *Controller) reverted(k key, obj *item, ref, msg string) {
 // pairFacts reads from the cache what planPair needs to know about the pair
 // k: src, existing and ns are its source, the object holding its name in
 // the target, and the target namespace (each nil when gone).
-func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev1.Namespace) (pairFacts, error) {
+func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, existing *item, ns *corev1.Namespace) (pairFacts, error) {
 	f := pairFacts{
 		installation:  c.opts.Installation,
 		ref:           k.sourceRef(),
@@ -398,8 +401,25 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		if f.want == ensure {
 			e.hash = content.Hash(existing.entries())
 		}
-		if owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation); managed && owner != f.ref {
+		owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation)
+		if managed && owner != f.ref {
 			e.ownerIsSource = c.isSource(o, owner)
+			if !e.ownerIsSource && f.want == ensure {
+				// Taking another source's replica over is acting on its
+				// source's absence: only inside the view.
+				hidden, err := c.hidden(ctx, k.Kind, owner)
+				if err != nil {
+					return f, err
+				}
+				e.ownerHidden = hidden
+			}
+		}
+		if managed && owner == f.ref && src == nil && f.want == remove {
+			hidden, err := c.hidden(ctx, k.Kind, owner)
+			if err != nil {
+				return f, err
+			}
+			f.sourceHidden = hidden
 		}
 		f.existing = e
 	}
@@ -413,6 +433,37 @@ func (c *Controller) pairFacts(k key, o *objects, src, existing *item, ns *corev
 		}
 	}
 	return f, nil
+}
+
+// hidden is what hides the source ref ("namespace/name") of kind from
+// courier, when its cache does not hold it: "" when it is gone for sure
+// (inside courier's view), else the flag hiding it (view.Confirm: under
+// --resource-label-selector, one read by name tells).
+func (c *Controller) hidden(ctx context.Context, kind, ref string) (string, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(ref)
+	if err != nil || ns == "" {
+		return "", nil // no source to look for
+	}
+	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, kind, ns, name)
+	if err != nil {
+		return "", err
+	}
+	if a.Gone {
+		return "", nil
+	}
+	return a.Hidden, nil
+}
+
+// outOfView says, once per replica, that courier leaves it as it is because
+// its source k names is outside courier's view (hidden by what hides).
+func (c *Controller) outOfView(k key, r *item, what string) {
+	msg := fmt.Sprintf("the source %s %s is not in courier's view (%s): courier cannot tell whether it still exists, so this replica is left as it is, neither updated nor deleted. Bring the source back into the view, or delete this replica yourself if it is no longer wanted",
+		k.Kind, k.sourceRef(), what)
+	if !c.tellOnce(r.meta.GetUID(), msg) {
+		return
+	}
+	c.logger.Info("replica left as it is: its source is outside courier's view", zap.Stringer("pair", k), zap.String("hiddenBy", what))
+	c.recorder.Event(r.obj, corev1.EventTypeNormal, wellknown.ReasonSourceOutOfView, msg)
 }
 
 // heldByFlapping puts k back until the labels of its target namespace have

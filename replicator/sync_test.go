@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -131,6 +133,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, objs...)
+}
+
+// newFixtureWith is newFixture with the Options changed by opts (if set).
+func newFixtureWith(t *testing.T, opts func(*Options), objs ...runtime.Object) *fixture {
+	t.Helper()
 	client := fake.NewClientset(objs...)
 	sources := globs.List{"platform*"}
 	inf, err := informers.New(client, role.Config{Allowed: sources.Match, Namespace: "courier"}, informers.Scope{}, zap.NewNop())
@@ -138,10 +146,12 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		t.Fatal(err)
 	}
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	o := Options{Installation: testInstallation, SourceNamespaces: sources, Workers: 1, Clock: clk}
+	if opts != nil {
+		opts(&o)
+	}
 	c, err := New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(),
-		record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), Options{
-			Installation: testInstallation, SourceNamespaces: sources, Workers: 1, Clock: clk,
-		})
+		record.NewFakeRecorder(100), prometheus.NewRegistry(), zap.NewNop(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,5 +468,105 @@ func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
 	}
 	if got := f.c.states.counts()[[2]string{kindSecret, StateConflict}]; got != 1 {
 		t.Errorf("conflicts = %d, want 1", got)
+	}
+}
+
+// finder is a view.Finder that finds the names in found.
+type finder struct {
+	found map[string]bool // "Kind namespace/name"
+	reads int
+}
+
+func (f *finder) Find(_ context.Context, kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
+	f.reads++
+	if !f.found[kind+" "+ns+"/"+name] {
+		return nil, nil
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
+}
+
+// Every call site of the replicator that acts on a source's absence from
+// the cache — deleting its replica, taking another source's replica over —
+// acts only when the view says the absence is inside it (#48).
+func TestASourceMissingFromTheCacheIsActedOnOnlyInsideTheView(t *testing.T) {
+	src := sourceSecret("*", map[string]string{"k": "v"})
+	older := sourceSecret("*", map[string]string{"k": "older"})
+	older.Namespace = "platform-old"
+	mustView := func(namespaces []string, sel string) view.View {
+		v, err := view.New(namespaces, sel, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		name      string
+		view      view.View
+		exists    bool // the source exists in the API server (outside the view)
+		objs      []runtime.Object
+		sync      key
+		want      []string
+		reads     int
+		outOfView bool // a SourceOutOfView Event on the replica
+	}{
+		{name: "cluster-wide: a missing source is gone, its replica deleted",
+			objs: []runtime.Object{ns("prod", nil), replicaOf(src, "prod")}, sync: pair("prod"), want: []string{"delete prod"}},
+		{name: "selector: the source left it (found by name): replica kept",
+			view: mustView(nil, "courier-scope=yes"), exists: true,
+			objs: []runtime.Object{ns("prod", nil), replicaOf(src, "prod")}, sync: pair("prod"), reads: 1, outOfView: true},
+		{name: "selector: the source was deleted (not found by name): replica deleted",
+			view: mustView(nil, "courier-scope=yes"),
+			objs: []runtime.Object{ns("prod", nil), replicaOf(src, "prod")}, sync: pair("prod"), want: []string{"delete prod"}, reads: 1},
+		{name: "watch-namespaces: the source's namespace is not watched: replica kept, nothing read",
+			view: mustView([]string{"prod"}, ""),
+			objs: []runtime.Object{ns("prod", nil), replicaOf(src, "prod")}, sync: pair("prod"), outOfView: true},
+		{name: "selector: a replica of an older source that left the view is not taken over",
+			view: mustView(nil, "courier-scope=yes"), exists: true,
+			objs: []runtime.Object{src, ns("prod", nil), replicaOf(older, "prod")}, sync: pair("prod"), reads: 1},
+		{name: "cluster-wide: a replica of a source that is gone is taken over",
+			objs: []runtime.Object{src, ns("prod", nil), replicaOf(older, "prod")}, sync: pair("prod"), want: []string{"update prod"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fd := &finder{found: map[string]bool{}}
+			if tt.exists {
+				fd.found["Secret platform/db"], fd.found["Secret platform-old/db"] = true, true
+			}
+			f := newFixtureWith(t, func(o *Options) { o.View, o.Finder = tt.view, fd }, tt.objs...)
+			if err := f.c.syncPair(t.Context(), tt.sync); err != nil {
+				t.Fatalf("syncPair: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, f.writes()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if fd.reads != tt.reads {
+				t.Errorf("%d reads by name, want %d", fd.reads, tt.reads)
+			}
+			events := drain(f.c.recorder.(*record.FakeRecorder).Events)
+			if got := strings.Contains(events, wellknown.ReasonSourceOutOfView); got != tt.outOfView {
+				t.Errorf("SourceOutOfView Event: %v, want %v (events: %q)", got, tt.outOfView, events)
+			}
+			if tt.outOfView {
+				// Said once: a second sync says nothing again.
+				if err := f.c.syncPair(t.Context(), tt.sync); err != nil {
+					t.Fatal(err)
+				}
+				if again := drain(f.c.recorder.(*record.FakeRecorder).Events); again != "" {
+					t.Errorf("a second sync told again: %q", again)
+				}
+			}
+		})
+	}
+}
+
+func drain(ch chan string) string {
+	var out []string
+	for {
+		select {
+		case e := <-ch:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
 	}
 }

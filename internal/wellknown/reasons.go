@@ -28,6 +28,11 @@ const (
 	// an object of the replica's name that courier did not make; it is never
 	// touched. Delete or rename it, and the replica is written.
 	ReasonReplicaConflict = "ReplicaConflict"
+	// ReasonSourceOutOfView (Normal, on a replica): its source is not in
+	// courier's view (--watch-namespaces, --resource-label-selector), so
+	// courier cannot tell whether it still exists and leaves the replica as
+	// it is. Bring the source back into the view, or delete the replica.
+	ReasonSourceOutOfView = "SourceOutOfView"
 	// ReasonReplicaReverted (Warning, on a replica): someone edited or
 	// deleted a replica; courier put its source's content back.
 	ReasonReplicaReverted = "ReplicaReverted"

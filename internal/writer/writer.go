@@ -47,7 +47,7 @@ var (
 // set, or relabelled since) is outside courier's view, so courier would try
 // to create it forever: Create then adopts it instead, giving it obj's
 // values of the selector's keys with a patch that applies only while it
-// carries obj's courier labels and installation (adopt), and returns
+// carries obj's courier labels, installation and source (adopt), and returns
 // (nil, nil). The object, now in view, is then synced as any other.
 func (w *Writer) Create(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
 	created, err := w.create(ctx, obj)
@@ -59,8 +59,8 @@ func (w *Writer) Create(ctx context.Context, obj runtime.Object) (runtime.Object
 
 // adopt patches the existing object of obj's name with obj's values of
 // the scope labels, testing first that it carries obj's courier labels
-// (managed-by courier, and its replica, backup or digest-key label) and
-// installation.
+// (managed-by courier, and its replica, backup or digest-key label),
+// installation, and the source it is the replica or backup of.
 func (w *Writer) adopt(ctx context.Context, obj runtime.Object) error {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -81,8 +81,12 @@ func (w *Writer) adopt(ctx context.Context, obj runtime.Object) error {
 			ops = append(ops, op{"test", "/metadata/labels/" + JSONPointer(k), v})
 		}
 	}
-	if v, ok := annotations[wellknown.Installation]; ok {
-		ops = append(ops, op{"test", "/metadata/annotations/" + JSONPointer(wellknown.Installation), v})
+	// Whose it is: another source's replica (or another installation's
+	// object) stays its own; the older source wins.
+	for _, k := range []string{wellknown.Installation, wellknown.Source, wellknown.BackupOf} {
+		if v, ok := annotations[k]; ok {
+			ops = append(ops, op{"test", "/metadata/annotations/" + JSONPointer(k), v})
+		}
 	}
 	tests := len(ops)
 	for _, k := range w.scopeLabels {
