@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/courier-k8s/courier/internal/globs"
+	visible "github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -169,5 +171,59 @@ func TestNoBackupOfAnOwnedSourceNorRestoreInATerminatingNamespace(t *testing.T) 
 	}
 	if got := f.client.Actions(); len(got) != 0 {
 		t.Errorf("wrote %v into a terminating namespace", got)
+	}
+}
+
+// finder is a view.Finder that finds what found names.
+type finder struct{ found map[string]bool }
+
+func (f finder) Find(_ context.Context, kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
+	if !f.found[kind+" "+ns+"/"+name] {
+		return nil, nil
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
+}
+
+// A protected source missing from the cache is restored only when the view
+// says it is gone; one that left the view is retired (#48).
+func TestAProtectedSourceIsRestoredOnlyWhenGoneInsideTheView(t *testing.T) {
+	mustView := func(namespaces []string, sel string) visible.View {
+		v, err := visible.New(namespaces, sel, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		name   string
+		view   visible.View
+		exists bool
+		want   []string // the fake client's writes
+	}{
+		{"cluster-wide: gone, restored", visible.View{}, false, []string{"create"}},
+		{"selector: deleted (not found by name), restored", mustView(nil, "courier-scope=yes"), false, []string{"create"}},
+		{"selector: left the view (found by name), retired: backup deleted", mustView(nil, "courier-scope=yes"), true, []string{"delete"}},
+		{"watch-namespaces: a namespace not watched, nothing", mustView([]string{"elsewhere"}, ""), true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
+			f.c.opts.View, f.c.opts.Finder = tt.view, finder{found: map[string]bool{"Secret platform/db": tt.exists}}
+			backup := backupFor(viewOf(protectedSecret()), nil, nil).(*corev1.Secret)
+			backup.UID, backup.ResourceVersion = "b1", "1"
+			if err := f.secrets.GetIndexer().Add(backup); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.c.sync(t.Context(), key{wellknown.KindSecret, "platform", "db"}); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range f.client.Actions() {
+				got = append(got, a.GetVerb())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

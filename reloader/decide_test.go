@@ -43,6 +43,11 @@ func TestDecide(t *testing.T) {
 		{"with --resource-label-selector, an input seen before and gone still holds back", "secret/a=1,secret/b=1", true,
 			with(obs(baseline{"secret/a": "2"}, map[string]bool{"secret/a": false, "secret/b": false}), func(o *observed) { o.selective = true }),
 			decision{baseline: baseline{"secret/a": "2", "secret/b": "1"}, missing: []string{"secret/b"}}},
+		{"an input seen before that left the selector (read by name: it exists) holds nothing back and keeps its digest", "secret/a=1,secret/b=1", true,
+			with(obs(baseline{"secret/a": "2"}, map[string]bool{"secret/a": false, "secret/b": false}), func(o *observed) {
+				o.selective, o.hidden = true, map[string]bool{"secret/b": true}
+			}),
+			decision{action: rollOut, baseline: baseline{"secret/a": "2", "secret/b": "1"}, changed: []string{"secret/a"}}},
 		{"an optional consumed object deleted: no event, nothing written", "secret/a=1", true, obs(baseline{}, map[string]bool{"secret/a": true}),
 			decision{baseline: baseline{"secret/a": "1"}}},
 		{"a consumed key removed: InputMissing naming it, nothing written", "secret/a=1", true,
