@@ -312,3 +312,62 @@ func TestTurningTheSelectorOnDoesNotFreezeWorkloads(t *testing.T) {
 		t.Errorf("%d InputMissing Events for an input that exists outside the selector", got)
 	}
 }
+
+// SPEC (pulls, installations): a scoped installation cannot see the other
+// installations' digest keys, so a pull from a namespace outside its
+// --source-namespaces may be another installation's to serve: it says
+// nothing (no PullRefused) while the installation that serves it fills it.
+func TestAScopedInstallationLeavesPullsItCannotServeToTheOthers(t *testing.T) {
+	src := newNamespace(t, "pullx-src", nil)
+	dst := newNamespace(t, "pullx-dst", nil)
+	first := newNamespace(t, "courier-pullx1", nil)
+	second := newNamespace(t, "courier-pullx2", nil)
+	serving := startCourier(t, "--namespace="+first, "--source-namespaces="+src, "--compat=replicator")
+	serving.WaitLeader(t.Context())
+	scoped := startCourier(t, "--namespace="+second, "--source-namespaces="+second, "--compat=replicator", scopeSelector)
+	scoped.WaitLeader(t.Context())
+	createSecret(t, src, "db", withLabel("courier-scope", "yes"),
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed", "true"),
+		withAnnotation("replicator.v1.mittwald.de/replication-allowed-namespaces", dst),
+		withData("k", "v"))
+	createSecret(t, dst, "db", withLabel("courier-scope", "yes"),
+		withAnnotation("replicator.v1.mittwald.de/replicate-from", src+"/db"))
+	eventually(t, converge, "the serving installation fills the pull", secretIn(dst, "db", map[string][]byte{"k": []byte("v")}))
+	consistently(t, quiet, "the scoped installation says nothing of it", func(ctx context.Context) (bool, error) {
+		evs, err := matchingEvents(ctx, dst, "db", "PullRefused", nil)
+		return len(evs) == 0, err
+	})
+}
+
+// docs/scoped.md (changing the scope): turning the selector off and
+// widening --watch-namespaces picks up what was outside: a source that was
+// not selected replicates, and a namespace newly watched gets its replicas.
+func TestTurningTheSelectorOffPicksUpWhatWasOutside(t *testing.T) {
+	tid := testID()
+	src := newNamespace(t, "widen-src", nil)
+	dst1 := newNamespace(t, "widen-d1", map[string]string{"test": tid})
+	dst2 := newNamespace(t, "widen-d2", map[string]string{"test": tid})
+	own := newNamespace(t, "courier-widen", nil)
+	id := scopedIdentity(t, "courier-widen-"+tid, scopedRules(t), src, dst1, dst2, own)
+	base := []string{"--namespace=" + own, "--source-namespaces=" + src}
+	narrow := startCourierAs(t, id, nil, append(base, "--watch-namespaces="+src+","+dst1, scopeSelector)...)
+	narrow.WaitLeader(t.Context())
+	createSecret(t, src, "plain", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "p"))
+	createSecret(t, src, "labelled", withLabel("courier-scope", "yes"), withAnnotation(keyReplicateTo, "test="+tid), withData("k", "l"))
+	withinSpec(t, "the labelled source's replica in the watched namespace", secretIn(dst1, "labelled", map[string][]byte{"k": []byte("l")}))
+	consistently(t, quiet, "nothing of the unselected source, nothing in the unwatched namespace", func(ctx context.Context) (bool, error) {
+		a, err := secretGone(dst1, "plain")(ctx)
+		b, err2 := secretsGone("labelled", dst2)(ctx)
+		return a && b, errors.Join(err, err2)
+	})
+	narrow.Stop()
+
+	wide := startCourierAs(t, id, nil, append(base, "--watch-namespaces="+src+","+dst1+","+dst2)...)
+	wide.WaitLeader(t.Context())
+	for _, ns := range []string{dst1, dst2} {
+		eventually(t, converge, "the source that was outside the selector replicates into "+ns, secretIn(ns, "plain", map[string][]byte{"k": []byte("p")}))
+	}
+	eventually(t, converge, "the namespace newly watched gets the labelled source's replica", secretIn(dst2, "labelled", map[string][]byte{"k": []byte("l")}))
+	updateSecret(t, src, "labelled", func(s *corev1.Secret) { s.Data["k"] = []byte("l2") })
+	withinSpec(t, "the replica written under the selector is kept equal to its source", secretIn(dst1, "labelled", map[string][]byte{"k": []byte("l2")}))
+}

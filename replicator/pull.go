@@ -105,8 +105,9 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 }
 
 // servedElsewhere is pullSource's answer for a pull from a namespace
-// outside --source-namespaces while other installations run: one of them
-// may serve it, and this one says nothing.
+// outside --source-namespaces while other installations run, or may run
+// unseen (a scoped view): one of them may serve it, and this one says
+// nothing.
 const servedElsewhere = "served elsewhere"
 
 // refusePull tells t's owner why its pull is not honoured: once per cause
@@ -151,8 +152,11 @@ func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item,
 		return nil, "this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + via + ", or make another object pull"
 	case r.Kind != role.PullTarget:
 		return nil, "this object is a courier " + r.Kind.String() + " itself"
-	case !c.opts.SourceNamespaces.Match(srcNS) && len(c.objects[kindSecret].indexer.ListIndexFuncValues(informers.Installations)) > 1:
-		return nil, servedElsewhere // not this installation's to serve or refuse
+	case !c.opts.SourceNamespaces.Match(srcNS) && (c.opts.View.Scoped() || len(c.objects[kindSecret].indexer.ListIndexFuncValues(informers.Installations)) > 1):
+		// Not this installation's to serve or refuse: another one serves
+		// it, or may (a scoped courier cannot see the digest keys that
+		// tell other installations apart).
+		return nil, servedElsewhere
 	case !c.opts.SourceNamespaces.Match(srcNS):
 		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
 	case !c.eligible(k.Namespace, srcNS):
