@@ -324,6 +324,8 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 			return err
 		case a.Gone:
 			return c.restore(ctx, k, backup)
+		case a.Lagging():
+			return nil // there, and selected: its event is on its way
 		case c.opts.View.Namespace(k.Namespace) != visible.Inside:
 			return nil // courier may not write there now either
 		}

@@ -49,6 +49,9 @@ type pairFacts struct {
 	// gathered for a replica of this source that a missing source would
 	// delete.
 	sourceHidden string
+	// sourceLagging: the source exists inside the view, and the cache has
+	// yet to show it: nothing is done until it does.
+	sourceLagging bool
 }
 
 // replicaFacts is the object holding the name in the target namespace.
@@ -62,6 +65,9 @@ type replicaFacts struct {
 	// ownerHidden: that source is not in courier's cache but may exist
 	// outside its view; it names what hides it.
 	ownerHidden string
+	// ownerLagging: that source exists inside the view, and the cache has
+	// yet to show it.
+	ownerLagging bool
 }
 
 // action is the write a pair's plan makes.
@@ -134,6 +140,8 @@ func planPair(f pairFacts) plan {
 			// Courier cannot tell "gone" from "outside its view": what it
 			// wrote stays as it is.
 			return plan{state: forgetState, outOfView: f.sourceHidden}
+		case f.sourceLagging:
+			return plan{} // its event is on its way
 		case f.claimant != "" && f.claimant != f.ref:
 			// A live source that wants this name here takes the replica over
 			// (its pair reverts the metadata) rather than see it deleted and
@@ -144,6 +152,9 @@ func planPair(f pairFacts) plan {
 	}
 
 	// ensure: the oldest source claiming this name here wins.
+	if found == replica.OtherSources && e.ownerLagging {
+		return plan{} // its event is on its way: the older source may be it
+	}
 	if found == replica.OtherSources && e.ownerHidden != "" {
 		owner, _ := replica.OwnerOf(e.meta, f.installation)
 		return plan{action: conflict, state: conflictState, reason: f.object + " is the replica of another source, " + owner +

@@ -20,6 +20,7 @@ import (
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -266,6 +267,8 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	p := planPair(f)
 	if p.outOfView != "" {
 		c.outOfView(k, existing, p.outOfView)
+	} else if f.want == ensure && existing != nil {
+		c.forgetTold(existing.meta.GetUID()) // its source is in view: told anew if it leaves again
 	}
 	switch p.state {
 	case forgetState:
@@ -407,19 +410,19 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, exis
 			if !e.ownerIsSource && f.want == ensure {
 				// Taking another source's replica over is acting on its
 				// source's absence: only inside the view.
-				hidden, err := c.hidden(ctx, k.Kind, owner)
+				a, err := c.absence(ctx, k.Kind, owner)
 				if err != nil {
 					return f, err
 				}
-				e.ownerHidden = hidden
+				e.ownerHidden, e.ownerLagging = a.Hidden, a.Lagging()
 			}
 		}
 		if managed && owner == f.ref && src == nil && f.want == remove {
-			hidden, err := c.hidden(ctx, k.Kind, owner)
+			a, err := c.absence(ctx, k.Kind, owner)
 			if err != nil {
 				return f, err
 			}
-			f.sourceHidden = hidden
+			f.sourceHidden, f.sourceLagging = a.Hidden, a.Lagging()
 		}
 		f.existing = e
 	}
@@ -435,23 +438,15 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, exis
 	return f, nil
 }
 
-// hidden is what hides the source ref ("namespace/name") of kind from
-// courier, when its cache does not hold it: "" when it is gone for sure
-// (inside courier's view), else the flag hiding it (view.Confirm: under
+// absence is what the source ref ("namespace/name") of kind, which the
+// cache does not hold, turns out to be (view.Confirm: under
 // --resource-label-selector, one read by name tells).
-func (c *Controller) hidden(ctx context.Context, kind, ref string) (string, error) {
+func (c *Controller) absence(ctx context.Context, kind, ref string) (view.Absence, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(ref)
 	if err != nil || ns == "" {
-		return "", nil // no source to look for
+		return view.Absence{Gone: true}, nil // names no source at all
 	}
-	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, kind, ns, name)
-	if err != nil {
-		return "", err
-	}
-	if a.Gone {
-		return "", nil
-	}
-	return a.Hidden, nil
+	return c.opts.View.Confirm(ctx, c.opts.Finder, kind, ns, name)
 }
 
 // outOfView says, once per replica, that courier leaves it as it is because

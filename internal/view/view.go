@@ -141,19 +141,27 @@ type Finder interface {
 	Find(ctx context.Context, kind, namespace, name string) (*metav1.PartialObjectMetadata, error)
 }
 
-// Absence is what an object missing from the cache turns out to be.
+// Absence is what an object missing from the cache turns out to be: gone,
+// hidden (it may exist outside the view), or neither — it exists inside
+// the view and the cache has yet to show it (Lagging): its event is on its
+// way, and nothing is to be done meanwhile.
 type Absence struct {
 	// Gone: it does not exist, and courier would have seen it: act on it.
 	Gone bool
-	// Hidden names what hides it when it may exist (Gone false): the flag.
+	// Hidden names what hides it when it may exist outside the view.
 	Hidden string
 }
+
+// Lagging reports an object found inside the view that the cache does not
+// hold yet.
+func (a Absence) Lagging() bool { return !a.Gone && a.Hidden == "" }
 
 // Confirm tells whether the Secret or ConfigMap kind namespace/name, which
 // courier's cache does not hold, is gone: Inside the view it is; Outside it
 // may exist, so it is not; Unknown, f reads it by name (one request): gone
-// only when there is none. A nil f counts as finding it (nothing is
-// deleted on a guess).
+// only when there is none, hidden when its labels are outside the
+// selector, Lagging when they are inside. A nil f counts as finding it
+// outside (nothing is deleted on a guess).
 func (v View) Confirm(ctx context.Context, f Finder, kind, namespace, name string) (Absence, error) {
 	switch v.Absent(namespace) {
 	case Inside:
@@ -170,6 +178,9 @@ func (v View) Confirm(ctx context.Context, f Finder, kind, namespace, name strin
 	}
 	if m == nil {
 		return Absence{Gone: true}, nil
+	}
+	if v.Object(namespace, m.Labels) == Inside {
+		return Absence{}, nil // selected: the cache has yet to catch up
 	}
 	return Absence{Hidden: v.Hiding(namespace)}, nil
 }

@@ -96,9 +96,10 @@ func TestNewRefusesABadSelector(t *testing.T) {
 
 // finder is a Finder over a fixed set of names.
 type finder struct {
-	found map[string]bool
-	err   error
-	reads int
+	found  map[string]bool
+	labels map[string]string // of what it finds
+	err    error
+	reads  int
 }
 
 func (f *finder) Find(_ context.Context, kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
@@ -107,7 +108,7 @@ func (f *finder) Find(_ context.Context, kind, ns, name string) (*metav1.Partial
 		return nil, f.err
 	}
 	if f.found[kind+" "+ns+"/"+name] {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: f.labels}}, nil
 	}
 	return nil, nil
 }
@@ -152,5 +153,11 @@ func TestConfirm(t *testing.T) {
 	}
 	if got, _ := vs["selector"].Confirm(t.Context(), nil, "Secret", "a", "db"); got.Gone {
 		t.Error("without a Finder, an absence the cache cannot judge counted as gone")
+	}
+	// Found by name and selected: the cache lags (just created, or
+	// relabelled into the selector); neither gone nor hidden.
+	f := &finder{found: map[string]bool{"Secret a/db": true}, labels: map[string]string{"courier-scope": "yes"}}
+	if got, err := vs["selector"].Confirm(t.Context(), f, "Secret", "a", "db"); err != nil || !got.Lagging() {
+		t.Errorf("Confirm of a selected object the cache lacks = %+v (%v), want Lagging", got, err)
 	}
 }
