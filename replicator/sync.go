@@ -458,7 +458,7 @@ func (c *Controller) outOfView(k key, r *item, what string) {
 		return
 	}
 	c.logger.Info("replica left as it is: its source is outside courier's view", zap.Stringer("pair", k), zap.String("hiddenBy", what))
-	c.recorder.Event(r.obj, corev1.EventTypeNormal, wellknown.ReasonSourceOutOfView, msg)
+	c.recorder.Event(r.obj, corev1.EventTypeWarning, wellknown.ReasonSourceOutOfView, msg)
 }
 
 // heldByFlapping puts k back until the labels of its target namespace have

@@ -28,13 +28,13 @@ const (
 	// an object of the replica's name that courier did not make; it is never
 	// touched. Delete or rename it, and the replica is written.
 	ReasonReplicaConflict = "ReplicaConflict"
-	// ReasonSourceOutOfView: a source is not in courier's view
-	// (--watch-namespaces, --resource-label-selector). Normal, on each of its
-	// replicas, once: courier cannot tell whether the source still exists,
-	// so it leaves the replica as it is; bring the source back into the
-	// view, or delete the replica. Warning, on the backup of a protected
-	// source that left the view: courier can no longer protect it, and
-	// deletes the backup.
+	// ReasonSourceOutOfView (Warning, on a replica or a protected source's
+	// backup): the source is not in courier's view (--watch-namespaces,
+	// --resource-label-selector). On each replica, once: courier cannot
+	// tell whether the source still exists, so it leaves the replica as it
+	// is; bring the source back into the view, or delete the replica. On
+	// the backup of a protected source that left the view: courier can no
+	// longer protect it, and deletes the backup.
 	ReasonSourceOutOfView = "SourceOutOfView"
 	// ReasonReplicaReverted (Warning, on a replica): someone edited or
 	// deleted a replica; courier put its source's content back.
