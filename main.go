@@ -263,7 +263,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	}
 	reg.MustRegister(inf.Reach.Gauge())
 	// What courier sees: absence from its caches is acted on only inside it.
-	v, err := view.New(o.WatchNamespaces, o.ResourceLabelSelector, inf.Reach.Refused)
+	v, err := view.New(o.WatchNamespaces, o.ResourceLabelSelector, inf.Unavailable)
 	if err != nil {
 		return nil, err // Parse checked it
 	}

@@ -489,8 +489,7 @@ func TestNamespaceScopedCourierSaysWhichNamespaceRefusesIt(t *testing.T) {
 	eventually(t, converge, "courier_watch_namespace_unavailable names the refusing namespace", unavailable(1))
 	createSecret(t, a, "shared", withAnnotation(keyReplicateTo, "test="+tid), withData("k", "v"))
 	scopedIdentity(t, id.sa, rules, b)
-	// Picked up at the informers' next attempt (client-go's backoff, at
-	// most about a minute).
-	eventually(t, time.Minute, "replica in the namespace granted late", secretIn(b, "shared", map[string][]byte{"k": []byte("v")}))
-	eventually(t, converge, "courier_watch_namespace_unavailable clears it", unavailable(0))
+	// Picked up at the informers' next attempt (client-go's backoff).
+	eventually(t, pickUp, "replica in the namespace granted late", secretIn(b, "shared", map[string][]byte{"k": []byte("v")}))
+	eventually(t, pickUp, "courier_watch_namespace_unavailable clears it", unavailable(0))
 }

@@ -18,6 +18,11 @@ import (
 
 const scopeSelector = "--resource-label-selector=courier-scope=yes"
 
+// pickUp is how long a namespace allowed again may take to be listed: each
+// of its informers retries on client-go's backoff (up to 30 s, plus as much
+// again of jitter), and a namespace's deletion waits for its contents.
+const pickUp = 3 * time.Minute
+
 // unlabel removes courier-scope from the Secret ns/name: it leaves the
 // selector, and courier's watch sends a DELETED event for it.
 func unlabel(t *testing.T, ns, name string) {
@@ -207,7 +212,7 @@ func TestAWatchedNamespaceThatGoesAwayHoldsNothingElseUp(t *testing.T) {
 	if err := admin().CoreV1().Namespaces().Delete(t.Context(), b, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "namespace b gone, its Role with it", func(ctx context.Context) (bool, error) {
+	eventually(t, pickUp, "namespace b gone, its Role with it", func(ctx context.Context) (bool, error) {
 		_, err := admin().CoreV1().Namespaces().Get(ctx, b, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -230,8 +235,8 @@ func TestAWatchedNamespaceThatGoesAwayHoldsNothingElseUp(t *testing.T) {
 	// b is back, with its Role: picked up.
 	recreateNamespace(t, b, map[string]string{"test": tid})
 	scopedIdentity(t, id.sa, rules, b)
-	eventually(t, time.Minute, "the replica in b once it is back with its Role", secretIn(b, "db", map[string][]byte{"k": []byte("v2")}))
-	eventually(t, converge, "courier_watch_namespace_unavailable clears b", func(ctx context.Context) (bool, error) {
+	eventually(t, pickUp, "the replica in b once it is back with its Role", secretIn(b, "db", map[string][]byte{"k": []byte("v2")}))
+	eventually(t, pickUp, "courier_watch_namespace_unavailable clears b", func(ctx context.Context) (bool, error) {
 		v, ok := cp.MetricValue(ctx, `courier_watch_namespace_unavailable{namespace="`+b+`"}`)
 		return ok && v == 0, nil
 	})

@@ -16,8 +16,8 @@ import (
 // Finder reads a Secret or ConfigMap by name whatever
 // --resource-label-selector says (view.Finder): a list in its namespace
 // with the field selector metadata.name, which the list permission of
-// courier's Role allows (no get), asking for metadata only, so no value
-// ever reaches courier. It is how courier tells an object that left its
+// courier's Role allows (no get), asking for metadata only, and keeping
+// none of its annotations, so no value ever reaches courier. It is how courier tells an object that left its
 // selector (the API server sends DELETED for both) from one deleted.
 type Finder struct {
 	client metadata.Interface
@@ -49,8 +49,12 @@ func (f Finder) Find(ctx context.Context, kind, namespace, name string) (*metav1
 		return nil, err
 	}
 	for i := range l.Items {
-		if l.Items[i].Name == name {
-			return &l.Items[i], nil
+		if m := &l.Items[i]; m.Name == name {
+			// Only what tells gone from hidden is kept: annotations may
+			// hold values (kubectl's last-applied configuration of a Secret
+			// applied with kubectl), and nothing here needs them.
+			m.Annotations, m.ManagedFields = nil, nil
+			return m, nil
 		}
 	}
 	return nil, nil

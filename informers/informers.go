@@ -64,13 +64,8 @@ type Set struct {
 	// Reach is which watched namespaces courier may list in now.
 	Reach *Reach
 	// parts are the informers WaitForSync waits for, by namespace.
-	parts   []part
+	parts   map[string][]cache.SharedIndexInformer
 	running sync.WaitGroup
-}
-
-type part struct {
-	namespace string
-	inf       cache.SharedIndexInformer
 }
 
 // Getter is one informer of the Set.
@@ -91,7 +86,7 @@ func (f fixed) Informer() cache.SharedIndexInformer { return f.inf }
 // the cache keeps of each Secret and ConfigMap, and how they are indexed.
 // scope is what the caches hold.
 func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
-	s := &Set{Reach: newReach(scope.Namespaces, logger)}
+	s := &Set{Reach: newReach(scope.Namespaces, logger), parts: map[string][]cache.SharedIndexInformer{}}
 	type factory = informers.SharedInformerFactory
 	kinds := []struct {
 		field *Getter
@@ -153,7 +148,7 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 		}
 		*k.field = fixed{w}
 		for ns, inf := range parts[i] {
-			s.parts = append(s.parts, part{ns, inf})
+			s.parts[ns] = append(s.parts[ns], inf)
 			if ns == metav1.NamespaceAll {
 				continue
 			}
@@ -274,8 +269,8 @@ func (s *Set) HasSynced() bool {
 // those of a watched namespace courier may not list in now (Reach).
 func (s *Set) WaitForSync(ctx context.Context) error {
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		for _, p := range s.parts {
-			if !p.inf.HasSynced() && !s.Reach.Refused(p.namespace) {
+		for ns := range s.parts {
+			if !s.synced(ns) && !s.Reach.Refused(ns) {
 				return false, nil
 			}
 		}
@@ -285,6 +280,28 @@ func (s *Set) WaitForSync(ctx context.Context) error {
 		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
 	}
 	return nil
+}
+
+// synced reports whether every informer of namespace ns has listed.
+func (s *Set) synced(ns string) bool {
+	for _, inf := range s.parts[ns] {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Unavailable reports whether courier's caches cannot speak for namespace
+// ns now (package view): the API server refuses a list or watch there, or
+// one allowed again has not refilled its cache yet. A namespace courier does
+// not watch at all is the view's to judge.
+func (s *Set) Unavailable(ns string) bool {
+	if s.Reach.Refused(ns) {
+		return true
+	}
+	_, watched := s.parts[ns]
+	return watched && !s.synced(ns)
 }
 
 // Workloads returns the workload informers by kind (workload.Kinds).

@@ -320,6 +320,9 @@ type observed struct {
 	// selector turned on since): not missing, they hold nothing back and
 	// keep their recorded digest.
 	hidden map[string]bool
+	// err: a read by name failed, so what is missing is not known: the
+	// sync is tried again rather than decided on a guess.
+	err error
 }
 
 // decide compares what a workload consumes now with its stored baseline
@@ -468,7 +471,9 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 		o.optional[ref.ID()] = ref.Optional
 		if m == nil {
 			if _, seen := inBaseline[ref.ID()]; seen && ref.Kind != wellknown.KindSecretProviderClass {
-				o.hidden[ref.ID()] = c.hiddenInput(ctx, k, ref)
+				hidden, err := c.hiddenInput(ctx, ref, k.Namespace)
+				o.hidden[ref.ID()] = hidden
+				o.err = errors.Join(o.err, err)
 			}
 			continue
 		}
@@ -499,16 +504,12 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 	return o
 }
 
-// hiddenInput reports whether the input ref of the workload k, which the
-// cache lacks, may exist outside courier's view (view.Confirm); a failed
-// read counts as hidden: nothing is held back on a guess.
-func (c *Controller) hiddenInput(ctx context.Context, k key, ref inputs.Ref) bool {
-	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, k.Namespace, ref.Name)
-	if err != nil {
-		c.logger.Warn("could not tell whether an input is gone or outside courier's view; it holds nothing back", zap.Stringer("workload", k), zap.String("input", ref.ID()), zap.Error(err))
-		return true
-	}
-	return !a.Gone
+// hiddenInput reports whether the input ref in namespace, which the cache
+// lacks, may still exist (view.Confirm): outside courier's view, or not in
+// its cache yet.
+func (c *Controller) hiddenInput(ctx context.Context, ref inputs.Ref, namespace string) (bool, error) {
+	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, namespace, ref.Name)
+	return !a.Gone, err
 }
 
 // withOptIns is a Rollout's annotations (a) with the opt-ins (courier's,
@@ -599,6 +600,10 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		hasBaseline = false
 	}
 	o := c.observe(ctx, k, obj, tmplObj, compareWith)
+	if o.err != nil {
+		c.queue.Remember(k, seen)
+		return o.err
+	}
 	d := decide(recorded, hasBaseline, o)
 	if compareWith.id != dg.id && d.action != dropBaseline && len(o.optional) > 0 {
 		// Rewrite the baseline with keyed digests, once: no rollout unless

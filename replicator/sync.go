@@ -257,6 +257,11 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if err != nil {
 		return err
 	}
+	if ns != nil && c.opts.View.Namespace(k.Target) != view.Inside {
+		// Watched, but courier's caches cannot speak for it now (refused,
+		// or not listed again yet): what they lack there is not gone.
+		return errUnavailable
+	}
 	if (src == nil || src.meta.GetDeletionTimestamp() != nil) && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
 		return nil // the guard restores the source: keep its replicas, whatever the deletion
 	}
@@ -268,7 +273,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if p.outOfView != "" {
 		c.outOfView(k, existing, p.outOfView)
 	} else if f.want == ensure && existing != nil {
-		c.forgetTold(existing.meta.GetUID()) // its source is in view: told anew if it leaves again
+		if owner, _ := replica.OwnerOf(existing.meta, c.opts.Installation); owner == f.ref {
+			c.forgetTold(existing.meta.GetUID()) // its source is in view: told anew if it leaves again
+		}
 	}
 	switch p.state {
 	case forgetState:
@@ -312,8 +319,11 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 			// create (one it did, the writer adopts). Report it like any
 			// other object courier did not create; the error keeps the pair
 			// retrying with backoff, for courier would not see it go.
-			c.conflict(k, src, fmt.Sprintf("%s exists and is not this source's replica (a Secret of a type courier does not watch, e.g. %s, or an object outside --resource-label-selector: one courier did not create, or another source's replica, which the older source keeps); it is left untouched",
-				f.object, wellknown.HelmReleaseType))
+			why := fmt.Sprintf("a Secret of a type courier does not watch, e.g. %s", wellknown.HelmReleaseType)
+			if len(c.opts.ScopeLabels) > 0 {
+				why += ", or an object outside --resource-label-selector: one courier did not create, or another source's replica, which the older source keeps"
+			}
+			c.conflict(k, src, fmt.Sprintf("%s exists and is not this source's replica (%s); it is left untouched", f.object, why))
 			return err
 		}
 		c.states.set(k, err)
@@ -407,7 +417,7 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, exis
 		owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation)
 		if managed && owner != f.ref {
 			e.ownerIsSource = c.isSource(o, owner)
-			if !e.ownerIsSource && f.want == ensure {
+			if !e.ownerIsSource && f.want == ensure && c.missing(o, owner) {
 				// Taking another source's replica over is acting on its
 				// source's absence: only inside the view.
 				a, err := c.absence(ctx, k.Kind, owner)
@@ -472,6 +482,17 @@ func (c *Controller) heldByFlapping(k key, seen time.Time) bool {
 	return true
 }
 
+// missing reports whether the cache holds nothing at ref ("namespace/name")
+// of o's kind: only then can the view say whether it is gone.
+func (c *Controller) missing(o *objects, ref string) bool {
+	ns, name, err := cache.SplitMetaNamespaceKey(ref)
+	if err != nil || ns == "" {
+		return true
+	}
+	it, err := o.get(ns, name)
+	return err == nil && it == nil
+}
+
 // isSource reports whether ref ("namespace/name") is a live source of o's kind.
 func (c *Controller) isSource(o *objects, ref string) bool {
 	ns, name, err := cache.SplitMetaNamespaceKey(ref)
@@ -508,8 +529,14 @@ func (c *Controller) warn(src *item, reason, msg string) {
 // that raced ours; they are retried without being logged as failures.
 func isQuiet(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
-		namespaces.Refused(err) || errors.Is(err, context.Canceled)
+		namespaces.Refused(err) || errors.Is(err, context.Canceled) || errors.Is(err, errUnavailable)
 }
+
+// errUnavailable: the pair's target namespace is watched but courier's
+// caches cannot speak for it now (informers.Set.Unavailable); the pair is
+// retried with backoff, quietly (courier_watch_namespace_unavailable says
+// why).
+var errUnavailable = errors.New("the target namespace is unavailable to courier's caches now")
 
 // failed tells the source's owner that its replica in k.Target could not be
 // written (a quota, an admission policy, a missing permission): the API's

@@ -523,6 +523,13 @@ func TestASourceMissingFromTheCacheIsActedOnOnlyInsideTheView(t *testing.T) {
 		{name: "selector: a replica of an older source that left the view is not taken over",
 			view: mustView(nil, "courier-scope=yes"), exists: true,
 			objs: []runtime.Object{src, ns("prod", nil), replicaOf(older, "prod")}, sync: pair("prod"), reads: 1},
+		{name: "selector: a replica of a source that is in the cache but no longer a source is taken over, nothing read",
+			view: mustView(nil, "courier-scope=yes"), exists: true,
+			objs: []runtime.Object{src, ns("prod", nil), replicaOf(older, "prod"), func() runtime.Object {
+				retired := older.DeepCopy()
+				retired.Annotations = nil
+				return retired
+			}()}, sync: pair("prod"), want: []string{"update prod"}},
 		{name: "cluster-wide: a replica of a source that is gone is taken over",
 			objs: []runtime.Object{src, ns("prod", nil), replicaOf(older, "prod")}, sync: pair("prod"), want: []string{"update prod"}},
 	}
@@ -568,5 +575,24 @@ func drain(ch chan string) string {
 		default:
 			return strings.Join(out, "\n")
 		}
+	}
+}
+
+// A target namespace courier's caches cannot speak for now (its lists
+// refused, or not listed again yet) gets no write, and its pair is retried
+// quietly: a replica missing from that cache may well be there.
+func TestAPairIntoAnUnavailableNamespaceWaits(t *testing.T) {
+	src := sourceSecret("*", map[string]string{"k": "v"})
+	v, err := view.New([]string{"platform", "prod"}, "", func(ns string) bool { return ns == "prod" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, func(o *Options) { o.View = v }, src, ns("prod", nil))
+	err = f.c.syncPair(t.Context(), pair("prod"))
+	if !isQuiet(err) || err == nil {
+		t.Errorf("syncPair = %v, want a quiet error that retries", err)
+	}
+	if got := f.writes(); got != nil {
+		t.Errorf("wrote %v into an unavailable namespace", got)
 	}
 }

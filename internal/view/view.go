@@ -126,7 +126,7 @@ func (v View) Hiding(ns string) string {
 	case v.namespaces != nil && !v.namespaces[ns]:
 		return FlagNamespaces + " (not watched)"
 	case v.refused != nil && v.refused(ns):
-		return FlagNamespaces + " (courier may not list there: its Role is missing)"
+		return FlagNamespaces + " (courier may not list there now, its Role missing, or has not listed it again yet)"
 	case v.selector != nil:
 		return FlagSelector + "=" + v.selector.String()
 	}

@@ -78,7 +78,7 @@ func TestHidingNamesTheFlag(t *testing.T) {
 	vs := views(t)
 	for _, tt := range []struct{ view, ns, want string }{
 		{"namespaces", "c", "--watch-namespaces (not watched)"},
-		{"namespaces", "gone-ns", "its Role is missing"},
+		{"namespaces", "gone-ns", "courier may not list there now"},
 		{"selector", "a", "--resource-label-selector=courier-scope=yes"},
 		{"both", "c", "--watch-namespaces"},
 	} {
