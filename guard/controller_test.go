@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/globs"
 	visible "github.com/courier-k8s/courier/internal/view"
+	"github.com/courier-k8s/courier/internal/view/viewtest"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -174,26 +174,10 @@ func TestNoBackupOfAnOwnedSourceNorRestoreInATerminatingNamespace(t *testing.T) 
 	}
 }
 
-// finder is a view.Finder that finds what found names.
-type finder struct{ found map[string]bool }
-
-func (f finder) Find(_ context.Context, kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
-	if !f.found[kind+" "+ns+"/"+name] {
-		return nil, nil
-	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
-}
-
 // A protected source missing from the cache is restored only when the view
 // says it is gone; one that left the view is retired (#48).
 func TestAProtectedSourceIsRestoredOnlyWhenGoneInsideTheView(t *testing.T) {
-	mustView := func(namespaces []string, sel string) visible.View {
-		v, err := visible.New(namespaces, sel, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	mustView := func(namespaces []string, sel string) visible.View { return viewtest.View(t, namespaces, sel) }
 	tests := []struct {
 		name   string
 		view   visible.View
@@ -208,7 +192,7 @@ func TestAProtectedSourceIsRestoredOnlyWhenGoneInsideTheView(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
-			f.c.opts.View, f.c.opts.Finder = tt.view, finder{found: map[string]bool{"Secret platform/db": tt.exists}}
+			f.c.opts.View, f.c.opts.Finder = tt.view, &viewtest.Finder{Found: map[string]bool{"Secret platform/db": tt.exists}}
 			backup := backupFor(viewOf(protectedSecret()), nil, nil).(*corev1.Secret)
 			backup.UID, backup.ResourceVersion = "b1", "1"
 			if err := f.secrets.GetIndexer().Add(backup); err != nil {

@@ -1,42 +1,19 @@
 package reloader
 
 import (
-	"context"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/courier-k8s/courier/internal/view"
+	"github.com/courier-k8s/courier/internal/view/viewtest"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
-
-// finder is a view.Finder that finds what found names.
-type finder struct {
-	found map[string]bool
-	reads int
-}
-
-func (f *finder) Find(_ context.Context, kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
-	f.reads++
-	if !f.found[kind+" "+ns+"/"+name] {
-		return nil, nil
-	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
-}
 
 // The reloader's call sites that act on an absence from the cache — taking
 // a workload over from an installation whose digest key it lacks, counting
 // an input in the baseline as missing — act only when the view says the
 // absence is inside it (#48).
 func TestTheReloaderActsOnAnAbsenceOnlyInsideTheView(t *testing.T) {
-	mustView := func(namespaces []string, sel string) view.View {
-		v, err := view.New(namespaces, sel, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	selector := mustView(nil, "courier-scope=yes")
+	selector := viewtest.View(t, nil, "courier-scope=yes")
 	t.Run("installation", func(t *testing.T) {
 		for _, tt := range []struct {
 			name      string
@@ -48,14 +25,14 @@ func TestTheReloaderActsOnAnAbsenceOnlyInsideTheView(t *testing.T) {
 			{"cluster-wide: no key in the cache, gone", view.View{}, true, false, 0},
 			{"selector: the key found by name, installed", selector, true, true, 1},
 			{"selector: no key by name either, gone", selector, false, false, 1},
-			{"watch-namespaces: its namespace not watched, installed", mustView([]string{"app", "courier"}, ""), false, true, 0},
+			{"watch-namespaces: its namespace not watched, installed", viewtest.View(t, []string{"app", "courier"}, ""), false, true, 0},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				fd := &finder{found: map[string]bool{wellknown.KindSecret + " ops/" + KeySecret: tt.exists}}
+				fd := &viewtest.Finder{Found: map[string]bool{wellknown.KindSecret + " ops/" + KeySecret: tt.exists}}
 				f := newFixture(t, Options{View: tt.view, Finder: fd})
 				got, err := f.c.installed(t.Context(), "ops")
-				if err != nil || got != tt.installed || fd.reads != tt.reads {
-					t.Errorf("installed = %v (%v) after %d reads, want %v after %d", got, err, fd.reads, tt.installed, tt.reads)
+				if err != nil || got != tt.installed || fd.Reads != tt.reads {
+					t.Errorf("installed = %v (%v) after %d reads, want %v after %d", got, err, fd.Reads, tt.installed, tt.reads)
 				}
 			})
 		}
@@ -72,7 +49,7 @@ func TestTheReloaderActsOnAnAbsenceOnlyInsideTheView(t *testing.T) {
 			{"selector: not found, missing", selector, false, false},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				fd := &finder{found: map[string]bool{wellknown.KindSecret + " app/db": tt.exists}}
+				fd := &viewtest.Finder{Found: map[string]bool{wellknown.KindSecret + " app/db": tt.exists}}
 				f := newFixture(t, Options{View: tt.view, Finder: fd})
 				d := deployment(map[string]string{wellknown.Reload: "true", wellknown.ConfigInputs: "secret/db=1"}, false, "db")
 				f.put(t, d)

@@ -1,7 +1,6 @@
 package replicator
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/view"
+	"github.com/courier-k8s/courier/internal/view/viewtest"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -471,20 +471,6 @@ func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
 	}
 }
 
-// finder is a view.Finder that finds the names in found.
-type finder struct {
-	found map[string]bool // "Kind namespace/name"
-	reads int
-}
-
-func (f *finder) Find(_ context.Context, kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
-	f.reads++
-	if !f.found[kind+" "+ns+"/"+name] {
-		return nil, nil
-	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
-}
-
 // Every call site of the replicator that acts on a source's absence from
 // the cache — deleting its replica, taking another source's replica over —
 // acts only when the view says the absence is inside it (#48).
@@ -492,13 +478,7 @@ func TestASourceMissingFromTheCacheIsActedOnOnlyInsideTheView(t *testing.T) {
 	src := sourceSecret("*", map[string]string{"k": "v"})
 	older := sourceSecret("*", map[string]string{"k": "older"})
 	older.Namespace = "platform-old"
-	mustView := func(namespaces []string, sel string) view.View {
-		v, err := view.New(namespaces, sel, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	mustView := func(namespaces []string, sel string) view.View { return viewtest.View(t, namespaces, sel) }
 	tests := []struct {
 		name      string
 		view      view.View
@@ -535,9 +515,9 @@ func TestASourceMissingFromTheCacheIsActedOnOnlyInsideTheView(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fd := &finder{found: map[string]bool{}}
+			fd := &viewtest.Finder{Found: map[string]bool{}}
 			if tt.exists {
-				fd.found["Secret platform/db"], fd.found["Secret platform-old/db"] = true, true
+				fd.Found["Secret platform/db"], fd.Found["Secret platform-old/db"] = true, true
 			}
 			f := newFixtureWith(t, func(o *Options) { o.View, o.Finder = tt.view, fd }, tt.objs...)
 			if err := f.c.syncPair(t.Context(), tt.sync); err != nil {
@@ -546,8 +526,8 @@ func TestASourceMissingFromTheCacheIsActedOnOnlyInsideTheView(t *testing.T) {
 			if diff := cmp.Diff(tt.want, f.writes()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
-			if fd.reads != tt.reads {
-				t.Errorf("%d reads by name, want %d", fd.reads, tt.reads)
+			if fd.Reads != tt.reads {
+				t.Errorf("%d reads by name, want %d", fd.Reads, tt.reads)
 			}
 			events := drain(f.c.recorder.(*record.FakeRecorder).Events)
 			if got := strings.Contains(events, wellknown.ReasonSourceOutOfView); got != tt.outOfView {
