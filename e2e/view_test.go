@@ -31,8 +31,8 @@ func unlabel(t *testing.T, ns, name string) {
 }
 
 // SPEC (--resource-label-selector): a source that leaves the selector keeps
-// its replicas, through a restart too (the new term's resync finds them
-// without their source); once back in the selector it is a source again,
+// its replicas, through a leader change too (the new term's resync finds
+// them without their source); once back in the selector it is a source again,
 // and deleted inside the view its replicas go.
 func TestASourceThatLeavesTheSelectorKeepsItsReplicas(t *testing.T) {
 	tid := testID()
@@ -61,10 +61,13 @@ func TestASourceThatLeavesTheSelectorKeepsItsReplicas(t *testing.T) {
 	eventually(t, converge, "courier says why it leaves them (an Event naming the selector)",
 		eventWith(p1, "db", "SourceOutOfView", "--resource-label-selector"))
 
+	// A leader change: the standby's first term resyncs every replica,
+	// whose source it does not see.
+	standby := startCourier(t, args...)
 	cp.Stop()
-	cp = startCourier(t, args...)
-	cp.WaitLeader(t.Context())
-	consistently(t, quiet, "the replicas stay after a restart", bothStay)
+	standby.WaitLeader(t.Context())
+	consistently(t, quiet, "the replicas stay after a leader change", bothStay)
+	cp = standby
 
 	// Back in the selector: a source again; deleted inside the view: its
 	// replicas go.
