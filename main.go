@@ -276,7 +276,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		reg.MustRegister(inf.Custom)
 	}
 	if o.ReloadCSI {
-		if inf.ProviderStatuses, err = informers.NewProviderStatuses(cs.watchDyn, scope, logger); err != nil {
+		if inf.ProviderStatuses, err = informers.NewProviderStatuses(cs.watchDyn, scope, inf.Reach, logger); err != nil {
 			return nil, err
 		}
 	}

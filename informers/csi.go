@@ -25,11 +25,17 @@ const ByProviderClass = "courier.dev/by-provider-class"
 // objects (--reload-csi), not started. The cache keeps of each only its
 // name, namespace, UID, resourceVersion and status (class, pod, objects).
 // It watches scope's namespaces. Nothing waits for it to sync: the driver's CRDs may not be installed,
-// which is logged with the fix, as a missing permission is.
-func NewProviderStatuses(dyn dynamic.Interface, scope Scope, logger *zap.Logger) (cache.SharedIndexInformer, error) {
+// which is logged with the fix, as a missing permission is. Its HasSynced
+// (which the reloader asks before it trusts a class's reports) leaves out
+// the namespaces reach refuses, so one missing namespace holds no CSI
+// reload up elsewhere.
+func NewProviderStatuses(dyn dynamic.Interface, scope Scope, reach *Reach, logger *zap.Logger) (cache.SharedIndexInformer, error) {
 	inf := perNamespace(scope, func(ns string) cache.SharedIndexInformer {
 		return informerOf(dyn.Resource(ProviderStatuses).Namespace(ns), dyn, &unstructured.Unstructured{}, ProviderStatuses.String(), nil, cache.Indexers{})
 	})
+	if m, ok := inf.(*Multi); ok {
+		m.skip = reach.Refused
+	}
 	if err := inf.AddIndexers(cache.Indexers{ByProviderClass: indexByProviderClass}); err != nil {
 		return nil, err
 	}

@@ -170,6 +170,8 @@ func (m *Multi) HasSynced() bool {
 	return true
 }
 
+// HasSyncedChecker waits for every part, skip or not: nothing in courier
+// asks it (HasSynced is what readiness and the controllers ask).
 func (m *Multi) HasSyncedChecker() cache.DoneChecker {
 	var parts []cache.DoneChecker
 	for _, ns := range m.order {
