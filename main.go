@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/courier-k8s/courier/guard"
 	"github.com/courier-k8s/courier/informers"
@@ -268,7 +267,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	if err != nil {
 		return nil, err // Parse checked it
 	}
-	finder := informers.NewFinder(cs.meta, clock.RealClock{})
+	finder := informers.NewFinder(cs.meta)
 	if len(o.ReloadResources) > 0 {
 		if inf.Custom, err = informers.NewCustom(cs.watchDyn, o.ReloadResources, scope, logger); err != nil {
 			return nil, err
@@ -338,5 +337,6 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	if inf.Custom != nil {
 		inf.Custom.OnKind(rel.AddKind)
 	}
+	inf.OnAvailable(rep.NamespaceAvailable)
 	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.NewGauge()}, nil
 }

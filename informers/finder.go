@@ -3,14 +3,11 @@ package informers
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
-	"k8s.io/utils/clock"
 
 	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -20,37 +17,20 @@ import (
 // --resource-label-selector says (view.Finder): a list in its namespace
 // with the field selector metadata.name, which the list permission of
 // courier's Role allows (no get), asking for metadata only, and keeping
-// none of its annotations, so no value ever reaches courier. It is how courier tells an object that left its
-// selector (the API server sends DELETED for both) from one deleted.
-//
-// One source deleted or relabelled out fans out into a sync of each of its
-// replicas, each asking the same question: an answer is reused for
-// findFresh, so the API server answers it once per wave, not once per
-// replica.
+// none of its annotations, so no value ever reaches courier. It is how
+// courier tells an object that left its selector (the API server sends
+// DELETED for both) from one deleted. Answers are never reused: a stale
+// "gone" could delete replicas of a source that is back. The API server
+// reads one key for a list by metadata.name, so asking once per replica of
+// a deleted source costs about as much as a GET each.
 type Finder struct {
 	client metadata.Interface
-	clock  clock.PassiveClock
-
-	mu      sync.Mutex
-	answers map[string]answer // by "Kind namespace/name"
 }
 
-type answer struct {
-	found *metav1.PartialObjectMetadata
-	at    time.Time
-}
-
-// findFresh is how long an answer is reused: the span of one fan-out. An
-// object outside the view sends courier no event, so nothing fresher could
-// be known of it anyway.
-const findFresh = time.Second
-
-var _ view.Finder = (*Finder)(nil)
+var _ view.Finder = Finder{}
 
 // NewFinder reads through client.
-func NewFinder(client metadata.Interface, clk clock.PassiveClock) *Finder {
-	return &Finder{client: client, clock: clk, answers: map[string]answer{}}
-}
+func NewFinder(client metadata.Interface) Finder { return Finder{client: client} }
 
 var resources = map[string]schema.GroupVersionResource{
 	wellknown.KindSecret:    {Version: "v1", Resource: "secrets"},
@@ -59,30 +39,7 @@ var resources = map[string]schema.GroupVersionResource{
 
 // Find returns the metadata of kind namespace/name, or nil when there is
 // none. A Helm release Secret counts as none: courier never watches them.
-func (f *Finder) Find(ctx context.Context, kind, namespace, name string) (*metav1.PartialObjectMetadata, error) {
-	id, now := kind+" "+namespace+"/"+name, f.clock.Now()
-	f.mu.Lock()
-	for k, a := range f.answers { // few: one per object asked about within findFresh
-		if now.Sub(a.at) >= findFresh {
-			delete(f.answers, k)
-		}
-	}
-	a, ok := f.answers[id]
-	f.mu.Unlock()
-	if ok {
-		return a.found, nil
-	}
-	found, err := f.find(ctx, kind, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	f.answers[id] = answer{found, now}
-	f.mu.Unlock()
-	return found, nil
-}
-
-func (f *Finder) find(ctx context.Context, kind, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+func (f Finder) Find(ctx context.Context, kind, namespace, name string) (*metav1.PartialObjectMetadata, error) {
 	gvr, ok := resources[kind]
 	if !ok {
 		return nil, fmt.Errorf("courier finds Secrets and ConfigMaps only, not %s", kind)

@@ -3,6 +3,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +67,10 @@ type Set struct {
 	// parts are the informers WaitForSync waits for, by namespace.
 	parts   map[string][]cache.SharedIndexInformer
 	running sync.WaitGroup
+
+	mu        sync.Mutex
+	stop      <-chan struct{}   // closed when the informers stop (Start's ctx)
+	available []func(ns string) // told when a namespace is available again
 }
 
 // Getter is one informer of the Set.
@@ -87,6 +92,7 @@ func (f fixed) Informer() cache.SharedIndexInformer { return f.inf }
 // scope is what the caches hold.
 func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
 	s := &Set{Reach: newReach(scope.Namespaces, logger), parts: map[string][]cache.SharedIndexInformer{}}
+	s.Reach.served = s.announce
 	type factory = informers.SharedInformerFactory
 	kinds := []struct {
 		field *Getter
@@ -226,6 +232,9 @@ func namespaceIndex() cache.Indexers {
 // Start starts every informer; they stop when ctx ends. Call it once, after
 // every controller has registered its handlers and indexers.
 func (s *Set) Start(ctx context.Context) {
+	s.mu.Lock()
+	s.stop = ctx.Done()
+	s.mu.Unlock()
 	for _, f := range s.factories {
 		f.Start(ctx.Done())
 	}
@@ -302,6 +311,35 @@ func (s *Set) Unavailable(ns string) bool {
 	}
 	_, watched := s.parts[ns]
 	return watched && !s.synced(ns)
+}
+
+// OnAvailable registers f to be told of each watched namespace that is
+// available again (Unavailable turned false after a refusal): what waited
+// for it may go on (the replicator's pairs into it).
+func (s *Set) OnAvailable(f func(ns string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.available = append(s.available, f)
+}
+
+// announce tells OnAvailable's functions that namespace ns is served
+// again, once every informer of ns has synced (or the informers stop).
+func (s *Set) announce(ns string) {
+	s.mu.Lock()
+	stop, fs := s.stop, slices.Clone(s.available)
+	s.mu.Unlock()
+	go func() {
+		for _, inf := range s.parts[ns] {
+			select {
+			case <-inf.HasSyncedChecker().Done():
+			case <-stop:
+				return
+			}
+		}
+		for _, f := range fs {
+			f(ns)
+		}
+	}()
 }
 
 // Workloads returns the workload informers by kind (workload.Kinds).

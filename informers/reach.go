@@ -27,6 +27,9 @@ import (
 type Reach struct {
 	logger *zap.Logger
 	gauge  *prometheus.GaugeVec
+	// served, if set, is called (not under mu) when a namespace is served
+	// again after a refusal.
+	served func(namespace string)
 
 	mu      sync.Mutex
 	refused map[string]map[string]bool // namespace → what is refused there
@@ -61,8 +64,9 @@ func (r *Reach) Refused(ns string) bool {
 	return len(r.refused[ns]) > 0
 }
 
-// result records the answer to a list or watch of what in namespace ns:
-// refused (Forbidden), or allowed (no error); any other error says nothing
+// result records the answer to a request for what in namespace ns:
+// refused (Forbidden), or served (nil: the cache is being refilled from
+// what the API server sends, see reporting); any other error says nothing
 // of courier's permissions.
 func (r *Reach) result(ns, what string, err error) {
 	if err != nil && !apierrors.IsForbidden(err) {
@@ -96,10 +100,18 @@ func (r *Reach) result(ns, what string, err error) {
 	}
 	r.gauge.WithLabelValues(ns).Set(0)
 	r.logger.Info("a namespace of --watch-namespaces is served again", zap.String("namespace", ns))
+	if r.served != nil {
+		r.served(ns)
+	}
 }
 
-// reporting is c, telling r the answer to each list and watch of what in
-// namespace ns.
+// reporting is c, telling r whether the API server serves what in
+// namespace ns. A refusal counts at once; being served counts only once
+// the cache holds what the API server sent, so a namespace allowed again
+// is not taken for in view (package view) while its cache is still the one
+// from before the refusal: a plain list counts when the reflector watches
+// after it (it has replaced its store by then), a list streamed as a watch
+// (WatchList) at the bookmark that ends its initial events.
 type reporting[L runtime.Object] struct {
 	c        resourceClient[L]
 	r        *Reach
@@ -108,12 +120,24 @@ type reporting[L runtime.Object] struct {
 
 func (p reporting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
 	l, err := p.c.List(ctx, o)
-	p.r.result(p.ns, p.what, err)
+	if err != nil {
+		p.r.result(p.ns, p.what, err)
+	}
 	return l, err
 }
 
 func (p reporting[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	w, err := p.c.Watch(ctx, o)
-	p.r.result(p.ns, p.what, err)
-	return w, err
+	if err != nil || o.SendInitialEvents == nil || !*o.SendInitialEvents {
+		p.r.result(p.ns, p.what, err)
+		return w, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if e.Type == watch.Bookmark {
+			if m, ok := e.Object.(metav1.Object); ok && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				p.r.result(p.ns, p.what, nil)
+			}
+		}
+		return e, true
+	}), nil
 }

@@ -470,7 +470,14 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 		}
 		o.optional[ref.ID()] = ref.Optional
 		if m == nil {
-			if _, seen := inBaseline[ref.ID()]; seen && ref.Kind != wellknown.KindSecretProviderClass {
+			_, seen := inBaseline[ref.ID()]
+			switch {
+			case !seen:
+			case ref.Kind == wellknown.KindSecretProviderClass:
+				// Not known until every report is (a namespace courier may
+				// list in again has not refilled yet): not missing.
+				o.hidden[ref.ID()] = c.providersSynced == nil || !c.providersSynced()
+			default:
 				hidden, err := c.hiddenInput(ctx, ref, k.Namespace)
 				o.hidden[ref.ID()] = hidden
 				o.err = errors.Join(o.err, err)

@@ -470,6 +470,11 @@ func (c *Controller) flapHold(ns string) time.Duration {
 	return max(0, r.last.Add(flapSettle).Sub(c.clock.Now()))
 }
 
+// NamespaceAvailable is told of a watched namespace that courier's caches
+// speak for again (informers.Set.OnAvailable): the pairs into it that
+// waited (errUnavailable) go on now.
+func (c *Controller) NamespaceAvailable(ns string) { c.enqueueAllSourcesFor(ns) }
+
 func (c *Controller) onNamespaceDelete(obj any) {
 	obj = informers.Unwrap(obj)
 	if ns, ok := obj.(*corev1.Namespace); ok {

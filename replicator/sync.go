@@ -259,7 +259,9 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	}
 	if ns != nil && c.opts.View.Namespace(k.Target) != view.Inside {
 		// Watched, but courier's caches cannot speak for it now (refused,
-		// or not listed again yet): what they lack there is not gone.
+		// or not listed again yet): what they lack there is not gone. The
+		// pair waits, with backoff, or until NamespaceAvailable.
+		c.queue.Remember(k, seen)
 		return errUnavailable
 	}
 	if (src == nil || src.meta.GetDeletionTimestamp() != nil) && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
@@ -417,7 +419,11 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, exis
 		owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation)
 		if managed && owner != f.ref {
 			e.ownerIsSource = c.isSource(o, owner)
-			if !e.ownerIsSource && f.want == ensure && c.missing(o, owner) {
+			blind, err := c.cannotSpeakFor(o, owner)
+			if err != nil {
+				return f, err
+			}
+			if !e.ownerIsSource && f.want == ensure && blind {
 				// Taking another source's replica over is acting on its
 				// source's absence: only inside the view.
 				a, err := c.absence(ctx, k.Kind, owner)
@@ -482,15 +488,20 @@ func (c *Controller) heldByFlapping(k key, seen time.Time) bool {
 	return true
 }
 
-// missing reports whether the cache holds nothing at ref ("namespace/name")
-// of o's kind: only then can the view say whether it is gone.
-func (c *Controller) missing(o *objects, ref string) bool {
+// cannotSpeakFor reports whether courier's cache cannot speak for ref
+// ("namespace/name") of o's kind: it holds nothing there, or the namespace
+// is not in the view (its cache may be stale). Only then is the view asked
+// whether it is gone; an object the cache holds in view is what it says.
+func (c *Controller) cannotSpeakFor(o *objects, ref string) (bool, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(ref)
 	if err != nil || ns == "" {
-		return true
+		return true, nil
+	}
+	if c.opts.View.Namespace(ns) != view.Inside {
+		return true, nil
 	}
 	it, err := o.get(ns, name)
-	return err == nil && it == nil
+	return it == nil, err
 }
 
 // isSource reports whether ref ("namespace/name") is a live source of o's kind.
