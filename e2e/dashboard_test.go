@@ -77,7 +77,8 @@ type dashboardStep struct {
 // a change rolled out, a conflict, failed writes, reverts and a contested
 // fight, a restore, an invalid selector, a refused rollout, a flapping
 // input, throttled work, a growing cache, a leader change, every process
-// down, a Lease held by a process that does nothing — and checks after each
+// down, a Lease held by a process that does nothing, a watched namespace
+// courier may not list in — and checks after each
 // that every panel query meant to show it moves as it should (a rate or
 // quantile from quiet to at least a value, a gauge by at least an amount)
 // and that each alert meant to catch it becomes pending or fires. Every
@@ -274,6 +275,20 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 			prom.scrape(t, c.addr)
 		},
 		alerts: map[string]string{"CourierNoLeader": "pending", "CourierDown": ""},
+	}, {
+		// Last: this courier leads a Lease of its own, which would keep
+		// CourierNoLeader and CourierDown from firing above.
+		name: "a watched namespace courier may not list in",
+		drive: func(t *testing.T) {
+			own := newNamespace(t, "courier-dash", nil)
+			served := newNamespace(t, "dash-served", nil)
+			refused := newNamespace(t, "dash-refused", nil) // no Role there
+			id := scopedIdentity(t, "courier-dash-"+s.id, scopedRules(t), own, served)
+			c := startCourierAs(t, id, nil, "--namespace="+own, "--watch-namespaces="+served+","+refused)
+			c.WaitReady(t.Context())
+			prom.scrape(t, c.addr)
+		},
+		alerts: map[string]string{"CourierWatchNamespaceUnavailable": "pending"},
 	}}
 
 	checkEveryPanelAndRuleIsMoved(t, steps, queries, prom.alertRules(t))
