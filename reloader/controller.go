@@ -42,13 +42,11 @@ const workerCount = 64
 type Options struct {
 	// Namespace is courier's own: the digest key lives there (KeySecret).
 	Namespace string
-	// Selective: --resource-label-selector is set; an input never seen
-	// may be outside it, so it does not hold rollouts back (observed).
-	Selective bool
 	// View is what courier sees (zero: everything): an input in a
 	// workload's baseline that the cache lacks counts as missing, and an
 	// installation whose digest key it lacks as gone, only when the view
-	// says so.
+	// says so; under a selector (View.Selective) an input never seen holds
+	// no rollout back (observed).
 	View view.View
 	// Finder reads by name what the view cannot judge from the cache.
 	Finder view.Finder

@@ -411,7 +411,7 @@ func decide(stored string, hasBaseline bool, o observed) decision {
 func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg digester) observed {
 	tmplAnnotations := workload.TemplateAnnotations(tmplObj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
-		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg, selective: c.opts.Selective,
+		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg, selective: c.opts.View.Selective(),
 		hidden: map[string]bool{}}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
@@ -478,8 +478,8 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 				// list in again has not refilled yet): not missing.
 				o.hidden[ref.ID()] = c.providersSynced == nil || !c.providersSynced()
 			default:
-				hidden, err := c.hiddenInput(ctx, ref, k.Namespace)
-				o.hidden[ref.ID()] = hidden
+				a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, k.Namespace, ref.Name)
+				o.hidden[ref.ID()] = !a.Gone // outside the view, or not in the cache yet
 				o.err = errors.Join(o.err, err)
 			}
 			continue
@@ -509,14 +509,6 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 			strings.Join(slices.Compact(badPatterns), ", ")))
 	}
 	return o
-}
-
-// hiddenInput reports whether the input ref in namespace, which the cache
-// lacks, may still exist (view.Confirm): outside courier's view, or not in
-// its cache yet.
-func (c *Controller) hiddenInput(ctx context.Context, ref inputs.Ref, namespace string) (bool, error) {
-	a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, namespace, ref.Name)
-	return !a.Gone, err
 }
 
 // withOptIns is a Rollout's annotations (a) with the opt-ins (courier's,

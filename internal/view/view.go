@@ -84,6 +84,10 @@ func New(namespaces []string, selector string, refused func(namespace string) bo
 // Scoped reports whether anything can be outside the view.
 func (v View) Scoped() bool { return v.namespaces != nil || v.selector != nil }
 
+// Selective reports whether --resource-label-selector is set: a Secret or
+// ConfigMap courier has never seen may exist in a watched namespace.
+func (v View) Selective() bool { return v.selector != nil }
+
 // Namespace is where namespace ns lies: Inside when courier watches it and
 // may list in it now.
 func (v View) Namespace(ns string) Where {

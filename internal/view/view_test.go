@@ -69,7 +69,7 @@ func TestWhereEachViewPutsThings(t *testing.T) {
 
 func TestTheZeroViewSeesEverything(t *testing.T) {
 	var v View
-	if v.Scoped() || v.Absent("x") != Inside || v.Object("x", nil) != Inside || v.Hiding("x") != "" {
+	if v.Scoped() || v.Selective() || v.Absent("x") != Inside || v.Object("x", nil) != Inside || v.Hiding("x") != "" {
 		t.Errorf("the zero View hides something: scoped %v, absent %s, object %s, hiding %q", v.Scoped(), v.Absent("x"), v.Object("x", nil), v.Hiding("x"))
 	}
 }
@@ -159,5 +159,13 @@ func TestConfirm(t *testing.T) {
 	f := &finder{found: map[string]bool{"Secret a/db": true}, labels: map[string]string{"courier-scope": "yes"}}
 	if got, err := vs["selector"].Confirm(t.Context(), f, "Secret", "a", "db"); err != nil || !got.Lagging() {
 		t.Errorf("Confirm of a selected object the cache lacks = %+v (%v), want Lagging", got, err)
+	}
+}
+
+func TestSelectiveIsTheSelector(t *testing.T) {
+	for name, v := range views(t) {
+		if want := name == "selector" || name == "both"; v.Selective() != want {
+			t.Errorf("%s: Selective() = %v, want %v", name, v.Selective(), want)
+		}
 	}
 }
