@@ -19,8 +19,14 @@ if [ -x "$out/cosign" ]; then
   echo "$out/cosign"
   exit 0
 fi
-
+# One build at a time (as e2e/tools/build.sh).
 mkdir -p "$cache"
+exec 9>"$cache/.lock-cosign-$stamp"
+flock 9
+if [ -x "$out/cosign" ]; then
+  echo "$out/cosign"
+  exit 0
+fi
 tmp=$(mktemp -d "$cache/.build-cosign-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 echo "building $cosign into $out (cold: about 2–3 minutes on 2 cores)" >&2

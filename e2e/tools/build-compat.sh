@@ -25,6 +25,13 @@ if complete "$out"; then
   echo "$out/bin"
   exit 0
 fi
+# One build at a time (as build.sh).
+exec 9>"$cache/.lock-compat-$stamp"
+flock 9
+if complete "$out"; then
+  echo "$out/bin"
+  exit 0
+fi
 
 tmp=$(mktemp -d "$cache/.build-compat-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -37,7 +44,6 @@ kflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kflags+=" -X $pkg.gitVersion=$kver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kminor -X $pkg.gitTreeState=clean"
 done
-go mod download >&2
 go build -ldflags="$kflags" -o "$tmp/bin/" k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler >&2
 for b in etcd kubectl kwok helm; do cp "$main/$b" "$tmp/bin/$b"; done

@@ -20,15 +20,20 @@ if [ -x "$out/kyverno" ]; then
   echo "$out/kyverno"
   exit 0
 fi
-
+# One build at a time (as build.sh).
 mkdir -p "$cache"
+exec 9>"$cache/.lock-kyverno-$stamp"
+flock 9
+if [ -x "$out/kyverno" ]; then
+  echo "$out/kyverno"
+  exit 0
+fi
 tmp=$(mktemp -d "$cache/.build-kyverno-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"; [ -n "${ticker:-}" ] && kill "$ticker" 2>/dev/null; true' EXIT
 echo "building the Kyverno CLI into $out (cold: about 4–5 minutes on 2 cores; progress every 30 s)" >&2
 start=$(date +%s)
 ( while sleep 30; do echo "  … still building Kyverno ($(( $(date +%s) - start ))s)" >&2; done ) &
 ticker=$!
-go mod download >&2
 go build -trimpath -o "$tmp/kyverno" github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno >&2
 kill "$ticker" 2>/dev/null || true
 ticker=

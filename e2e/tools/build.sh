@@ -34,7 +34,15 @@ if complete "$out"; then
   exit 0
 fi
 
+# One build at a time: a second caller (make e2e's background builds and a
+# test asking for the same tool) waits for the first and uses its result.
 mkdir -p "$cache"
+exec 9>"$cache/.lock-$stamp"
+flock 9
+if complete "$out"; then
+  echo "$out/bin"
+  exit 0
+fi
 tmp=$(mktemp -d "$cache/.build-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"; [ -n "${ticker:-}" ] && kill "$ticker" 2>/dev/null; true' EXIT
 echo "building the control plane into $out (cold: about 8–15 minutes on 2 cores; progress every 15 s)" >&2
