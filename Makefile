@@ -64,11 +64,10 @@ run: build
 ## check: lint and unit tests, the inner loop (no control plane needed)
 check: lint unit
 
-## test: check, then the end-to-end tests against the local control plane, the benchmark on a tiny dataset, and a part of the end-to-end suite on the oldest supported Kubernetes (what CI runs) [about 50 min; the first run on a machine also builds the control planes, the integrations, cosign and the Kyverno CLI, about 31 min]
-test: check
-	$(MAKE) e2e
+## test: check, then the end-to-end suite (with a part of it on the oldest supported Kubernetes beside it) and the benchmark on a tiny dataset (what CI runs); ends with the ten slowest tests [TEST_TIME]
+test: check prometheus
+	$(GO) run ./e2e/suite -shards=$(SHARDS) -compat='$(COMPAT_SMOKE)'
 	$(MAKE) bench-smoke
-	$(MAKE) test-compat-smoke
 
 ## unit: unit tests with the race detector (courier's packages, the fault campaign's oracle and traces, the bench's repetition rules, the release tools and bench-scale's verdicts)
 unit:
@@ -76,13 +75,12 @@ unit:
 	cd release && $(GO) test -race -count=1 ./...
 	cd e2e/bench/scale && $(GO) test -race -count=1 ./...
 
-## e2e: the end-to-end suite against the local control plane (installs from `make release`'s files too; the fault campaign's bounded part among them) [about 38 min]
-# cosign and the Kyverno CLI (the release test's verifiers) are built, when
-# cold, before the suite's timeout starts.
+## e2e: the end-to-end suite, in SHARDS processes at once, each on a control plane of its own (RUN=regexp: only those tests); ends with the ten slowest tests; builds the tools its tests need while they run [E2E_TIME]
+# e2e/suite says how the tests are spread (by e2e/testdata/durations.json;
+# E2E_RECORD=1 rewrites it from a passing run).
+SHARDS ?= 4
 e2e: prometheus
-	COURIER_CONTROLPLANE_BIN="$(CONTROLPLANE)" COURIER_INTEGRATIONS_DIR="$(INTEGRATIONS)" \
-	  COURIER_COSIGN="$$(release/build-cosign.sh)" COURIER_KYVERNO="$$(e2e/tools/build-kyverno.sh)" \
-	  $(GO) test -p 1 -count=1 -timeout=60m -v ./e2e/
+	$(GO) run ./e2e/suite -shards=$(SHARDS) -run='$(RUN)' $(if $(E2E_RECORD),-record)
 
 ## test-integrations: only the end-to-end tests with Argo Rollouts and External Secrets Operator (part of make e2e) [a few minutes; the first run on a machine builds both, about 9 min]
 test-integrations:
@@ -113,12 +111,12 @@ chaos:
 	s=$$(cat $$st); line=$$(grep '^crash points:' $$log | tail -1); rm -f $$log $$st; \
 	echo "$${line:-crash points: ? tried; perturbations: ?; transitions: ?; violations: ? (the run ended before its summary)}"; exit $$s
 
-## docs: regenerate docs/reference.md from the code (flags, keys, Event reasons, metrics)
+## docs: regenerate docs/reference.md from the code (flags, keys, Event reasons, metrics) and the permission tables of SECURITY.md and docs/scoped.md from manifests/
 docs:
-	$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' . -update
+	$(GO) test -count=1 -run '^(TestReferenceIsCurrent|TestPermissionTablesAreCurrent)$$' . -update
 
 ## lint: gofmt, go vet, staticcheck; docs/reference.md up to date, and every link, make target, path and test the docs name exists
-DOCS_TESTS := ^(TestReferenceIsCurrent|TestDocsNameOnlyWhatExists)$$
+DOCS_TESTS := ^(TestReferenceIsCurrent|TestPermissionTablesAreCurrent|TestDocsNameOnlyWhatExists)$$
 # The chart carries copies of the files manifests/ installs (Helm reads nothing
 # outside a chart); `make chart-files` refreshes them, lint fails when they differ.
 CHART_FILES := manifests/dashboards/courier.json manifests/guard-policy.yaml \

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	// Listing the tests (make e2e spreads them over processes) needs no cluster.
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return m.Run()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Ctrl-C: stop the cluster (if it is up) before exiting, whatever runs.
