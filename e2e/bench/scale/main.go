@@ -16,6 +16,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -551,10 +552,24 @@ func minutes(v float64) string {
 	return time.Duration(v * float64(time.Second)).Round(time.Second).String()
 }
 
-// draw writes the three pictures: time to the last replica against
-// namespaces (courier beside the floor), memory against cached objects,
-// start-up against cached objects.
+// draw writes the pictures into dir.
 func draw(dir string, all []size) error {
+	svgs, err := pictures(all)
+	if err != nil {
+		return err
+	}
+	for file, b := range svgs {
+		if err := os.WriteFile(filepath.Join(dir, file), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pictures draws the three pictures, as SVG by file name: time to the last
+// replica against namespaces (courier beside the floor), memory against
+// cached objects, start-up against cached objects.
+func pictures(all []size) (map[string][]byte, error) {
 	points := func(x func(size) float64, y func(size) float64) plotter.XYs {
 		var xys plotter.XYs
 		for _, s := range all {
@@ -586,19 +601,26 @@ func draw(dir string, all []size) error {
 			"courier", points(objs, func(s size) float64 { return s.Scenarios[start].median() }),
 		}},
 	}
+	svgs := map[string][]byte{}
 	for _, c := range charts {
 		p := plot.New()
 		p.Title.Text, p.X.Label.Text, p.Y.Label.Text = c.title, c.x, c.y
 		p.Y.Min = 0
 		p.Legend.Top = true
 		if err := plotutil.AddLinePoints(p, c.lines...); err != nil {
-			return err
+			return nil, err
 		}
-		if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, c.file)); err != nil {
-			return fmt.Errorf("%s: %w", c.file, err)
+		w, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "svg")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.file, err)
 		}
+		var b bytes.Buffer
+		if _, err := w.WriteTo(&b); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.file, err)
+		}
+		svgs[c.file] = b.Bytes()
 	}
-	return nil
+	return svgs, nil
 }
 
 // line is a least-squares line y = a + b × namespaces.
