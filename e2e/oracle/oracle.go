@@ -499,7 +499,11 @@ func CheckAll(events []Event, s Scope, end time.Time) ([]Violation, []Event) {
 			}
 			continue
 		}
-		uncertain := unknown[k] || prior == nil && unknownCreates[key{k.resource, k.namespace, ""}]
+		// An unfinished create there may have made any object the log has
+		// not shown: a write to one is not judged. A create is (it
+		// succeeded, so no object of its name was there), and so is every
+		// write to an object once a write of known outcome has shown it.
+		uncertain := unknown[k] || prior == nil && e.Verb != "create" && unknownCreates[key{k.resource, k.namespace, ""}]
 		if e.Username() == s.Courier {
 			if uncertain {
 				unjudged = append(unjudged, e)

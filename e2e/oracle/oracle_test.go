@@ -213,6 +213,14 @@ func TestCheck(t *testing.T) {
 			line(4, courier, "patch", "configmaps", "b", "c", secret("b", "c", replicaMarks, fromA, "")),
 			line(5, courier, "patch", "configmaps", "b", "c", secret("b", "c", replicaMarks, fromA, "")),
 		}, nil},
+		// An unfinished create's name is not in the log, so any object
+		// there the log never saw may be its: a write to one is not judged.
+		// A successful create is: it shows no object of its name was there.
+		{"after an unfinished create, a create there is still judged", []string{
+			received(1, "admin", "create", "secrets", "b", ""),
+			line(2, courier, "create", "secrets", "b", "s", secret("b", "s", "", "", "")),
+			line(3, courier, "update", "secrets", "b", "t", secret("b", "t", replicaMarks, fromA, "")),
+		}, []string{"created an object that carries none of courier's marks"}},
 		{"a failed create (409) is no uncertainty", []string{
 			failed(line(1, courier, "create", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")), 409),
 			line(2, courier, "update", "secrets", "b", "s", secret("b", "s", replicaMarks, fromA, "")),
