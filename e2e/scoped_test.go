@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,30 +112,67 @@ func TestNamespaceScopedCourierNeedsOnlyRoles(t *testing.T) {
 func TestNamespaceScopedRBACIsMinimal(t *testing.T) {
 	installGuardPolicy(t)
 	all := permissions(scopedRules(t), false)
-	for i, p := range all {
-		t.Run(p.String(), func(t *testing.T) {
-			rules := rulesWithout(all, p)
-			tid := testID()
-			src := newNamespace(t, "scoped-src", nil)
-			dst := newNamespace(t, "scoped-dst", map[string]string{"test": tid})
-			own := newNamespace(t, "courier-scoped", nil)
-			id := scopedIdentity(t, fmt.Sprintf("courier-scoped-minus-%d", i), rules, src, dst, own)
-			var extra []string
-			if p.verb == "list" {
-				extra = []string{"KUBE_FEATURE_WatchListClient=false"}
-			}
-			cp := startCourierAs(t, id, extra, "--namespace="+own, "--watch-namespaces="+src+","+dst, "--source-namespaces="+src,
-				"--reload-debounce=100ms", "--compat=replicator")
-			failed := scopedProbe(t, cp, src, dst, tid)
-			if !strings.Contains(cp.Logs(), refusal(p)) {
-				t.Errorf("without %s courier's log never shows the API server refusing it (%s); the first failed check was %q: the permission is unused, or courier hides the refusal",
-					p, refusal(p), failed)
-				return
-			}
-			t.Logf("without %s: log: %s; check failed: %q", p, refusal(p), failed)
-		})
+	// probe runs one scoped courier with rules in namespaces of its own and
+	// returns the first check that failed and courier's log. A scoped
+	// courier sees only its --watch-namespaces, so probes do not meet:
+	// they run several at once.
+	probe := func(t *testing.T, sa string, rules []rbacv1.PolicyRule, env []string) (failed, log string) {
+		tid := testID()
+		src := newNamespace(t, "scoped-src", nil)
+		dst := newNamespace(t, "scoped-dst", map[string]string{"test": tid})
+		own := newNamespace(t, "courier-scoped", nil)
+		id := scopedIdentity(t, sa, rules, src, dst, own)
+		cp := startCourierAs(t, id, env, "--namespace="+own, "--watch-namespaces="+src+","+dst, "--source-namespaces="+src,
+			"--reload-debounce=100ms", "--compat=replicator")
+		failed = scopedProbe(t, cp, src, dst, tid)
+		return failed, cp.Logs()
 	}
+	// With the whole Role every check passes and nothing is refused; else a
+	// refusal found below could be one courier meets anyway.
+	t.Run("role", func(t *testing.T) {
+		failed, log := probe(t, "courier-scoped-full", rulesWithout(all, permission{}), nil)
+		if failed != "" {
+			t.Fatalf("with the whole Role, check %q failed; courier's log:\n%s", failed, log)
+		}
+		if refused := linesWith(log, "is forbidden"); refused != "" {
+			t.Fatalf("with the whole Role, the API server refused courier something:\n%s", refused)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	t.Run("without", func(t *testing.T) {
+		sem := make(chan struct{}, rbacProbesAtOnce)
+		var wg sync.WaitGroup
+		for i, p := range all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				t.Run(p.String(), func(t *testing.T) {
+					var env []string
+					if p.verb == "list" {
+						env = []string{"KUBE_FEATURE_WatchListClient=false"}
+					}
+					failed, log := probe(t, fmt.Sprintf("courier-scoped-minus-%d", i), rulesWithout(all, p), env)
+					if !strings.Contains(log, refusal(p)) {
+						t.Errorf("without %s courier's log never shows the API server refusing it (%s); the first failed check was %q: the permission is unused, or courier hides the refusal",
+							p, refusal(p), failed)
+						return
+					}
+					t.Logf("without %s: log: %s; check failed: %q", p, refusal(p), failed)
+				})
+			}()
+		}
+		wg.Wait()
+	})
 }
+
+// rbacProbesAtOnce is how many couriers a minimality test runs at once
+// where they cannot meet: enough to overlap their waits, few enough that
+// a 4 s check is not lost to a busy 2-core machine.
+const rbacProbesAtOnce = 6
 
 // scopedProbe exercises what each permission of the scoped Role is for and
 // returns the first check that failed ("" if none).
