@@ -318,6 +318,7 @@ func editSecret(ns, name, k, v string) func(context.Context) (bool, error) {
 			s.Data = map[string][]byte{}
 		}
 		s.Data[k] = []byte(v)
+		recordValues(map[string][]byte{k: []byte(v)})
 		_, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
 		return err == nil, err
 	}

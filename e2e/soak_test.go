@@ -304,7 +304,8 @@ func (k *soak) run(d time.Duration, ops []trace.Op) []oracle.Violation {
 			vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("object %s courier does not own was changed or removed (%v)", ref, err), Request: "all"})
 		}
 	}
-	time.Sleep(quiet)
+	// As long as a crash point's: a pending rollout or guard retry would show.
+	time.Sleep(crashQuiet)
 	for ns, before := range k.apps {
 		n, err := replicaSets(t.Context(), ns, "app")
 		if err != nil {
@@ -403,10 +404,15 @@ func (k *soak) judge(mark int64, settledAt time.Time) []oracle.Violation {
 		namespaces[ns] = true
 	}
 	var vs []oracle.Violation
+	// Every value the soak wrote (sources, replicas' tampering) must reach no Event.
+	values := writtenValues()
+	if len(values) == 0 {
+		k.t.Error("the soak recorded no value it wrote: the oracle's check of Events for values would check nothing")
+	}
 	for _, scope := range []oracle.Scope{
 		// Protected sources (the first installation's) are judged once.
-		{Courier: k.firstID.user(), Installation: k.namespace, Namespaces: namespaces, ProtectedGap: 40 * time.Second, Outages: k.outages},
-		{Courier: k.secondID.user(), Installation: k.secondNS, Namespaces: namespaces},
+		{Courier: k.firstID.user(), Installation: k.namespace, Namespaces: namespaces, ProtectedGap: 40 * time.Second, Outages: k.outages, Values: values},
+		{Courier: k.secondID.user(), Installation: k.secondNS, Namespaces: namespaces, Values: values},
 	} {
 		checked, unjudged := oracle.CheckAll(events, scope, time.Now())
 		vs = append(vs, checked...)
@@ -612,6 +618,7 @@ func (k *soak) apply(o trace.Op) {
 				return err
 			}
 			s.Data["k"] = []byte(v)
+			recordValues(s.Data)
 			_, err = admin().CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		})
