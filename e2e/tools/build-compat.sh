@@ -36,7 +36,7 @@ fi
 tmp=$(mktemp -d "$cache/.build-compat-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
-echo "building Kubernetes $kver's control plane into $out (cold: about 8 minutes on 2 cores)" >&2
+echo "building Kubernetes $kver's control plane into $out (cold: about 5 minutes on 2 cores)" >&2
 start=$(date +%s)
 mkdir -p "$tmp/bin"
 kminor=${kver#v1.}; kminor=${kminor%%.*}

@@ -37,7 +37,7 @@ if complete; then
 fi
 tmp=$(mktemp -d "$cache/.build-integrations-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"; [ -n "${ticker:-}" ] && kill "$ticker" 2>/dev/null; true' EXIT
-echo "building Argo Rollouts and External Secrets Operator into $out (cold: about 9 minutes on 2 cores; progress every 30 s)" >&2
+echo "building Argo Rollouts and External Secrets Operator into $out (cold: about 10 minutes on 2 cores; progress every 30 s)" >&2
 start=$(date +%s)
 ( while sleep 30; do echo "  … still building ($(( $(date +%s) - start ))s)" >&2; done ) &
 ticker=$!
