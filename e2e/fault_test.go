@@ -222,7 +222,7 @@ func TestControlPlaneRestartsAreSurvived(t *testing.T) {
 		// SPEC: within a second of the API server serving again, the caches
 		// have caught up; the last change, made once it served, is replicated
 		// within the spec's bound of being made.
-		if took := caughtUpAfter(t, lastAt, "the change made around the "+component+" restart applied", allAt(during)); took > specBound+specSlack {
+		if took := caughtUpAfter(t, lastAt, "it was made (the server serving again)", "the change made around the "+component+" restart applied", allAt(during)); took > specBound+specSlack {
 			t.Errorf("after the %s restart the last change took %s to reach every replica; SPEC's bound is %s (asserted with %s of slack)",
 				component, took.Round(time.Millisecond), specBound, specSlack)
 		}
@@ -297,17 +297,17 @@ func TestCachesCatchUpAtOnceAfterOutages(t *testing.T) {
 	chaos.perturbations.Add(1)
 	updateSecret(t, ns, "src", func(s *corev1.Secret) { s.Data["k"] = []byte("two") })
 	deleteSecret(t, ns, "kept")
-	replicated := caughtUpAfter(t, back, "the source's change replicated", secretIn(target, "src", map[string][]byte{"k": []byte("two")}))
-	restored := caughtUpAfter(t, back, "the protected source restored", secretIn(ns, "kept", map[string][]byte{"k": []byte("mine")}))
+	replicated := caughtUpAfter(t, back, "the API server served courier again", "the source's change replicated", secretIn(target, "src", map[string][]byte{"k": []byte("two")}))
+	restored := caughtUpAfter(t, back, "the API server served courier again", "the protected source restored", secretIn(ns, "kept", map[string][]byte{"k": []byte("mine")}))
 	if replicated > specBound+specSlack || restored > specBound+specSlack {
 		t.Errorf("once the API server served again, courier took %s to replicate a change and %s to restore a protected source made meanwhile; SPEC's bound is %s (asserted with %s of slack)",
 			replicated.Round(time.Millisecond), restored.Round(time.Millisecond), specBound, specSlack)
 	}
 }
 
-// caughtUpAfter waits (up to 90 s) for cond, which cannot hold before back,
-// and returns how long after back it first held.
-func caughtUpAfter(t *testing.T, back time.Time, what string, cond func(ctx context.Context) (bool, error)) time.Duration {
+// caughtUpAfter waits (up to 90 s) for cond, which cannot hold before back
+// (which since names), and returns how long after back it first held.
+func caughtUpAfter(t *testing.T, back time.Time, since, what string, cond func(ctx context.Context) (bool, error)) time.Duration {
 	t.Helper()
 	var at time.Time
 	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, time.Until(back)+90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -317,12 +317,12 @@ func caughtUpAfter(t *testing.T, back time.Time, what string, cond func(ctx cont
 		}
 		return ok && err == nil, nil
 	}); err != nil {
-		t.Fatalf("%s: not within 90 s of the API server serving again", what)
+		t.Fatalf("%s: not within 90 s of %s", what, since)
 	}
 	if at.Before(back) {
-		t.Fatalf("%s before the API server served courier again: the outage did not hide it", what)
+		t.Fatalf("%s before %s", what, since)
 	}
-	t.Logf("%s: %s after the API server served again", what, at.Sub(back).Round(time.Millisecond))
+	t.Logf("%s: %s after %s", what, at.Sub(back).Round(time.Millisecond), since)
 	return at.Sub(back)
 }
 
