@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,14 +35,6 @@ func recordValues(data map[string][]byte) {
 			written.values[string(v)] = true
 		}
 	}
-}
-
-// writtenValues is every value recordValues kept, for the audit-log
-// oracle's check that none reaches an Event.
-func writtenValues() []string {
-	written.Lock()
-	defer written.Unlock()
-	return slices.Sorted(maps.Keys(written.values))
 }
 
 // leaks returns the written values that text holds the way a leak would
