@@ -14,9 +14,9 @@
 // The tools some tests need (Argo Rollouts and ESO, cosign, the Kyverno CLI,
 // the 1.30 control plane) are built in the background while the tests run.
 // The tests known to need one (toolTests) run in a second process of their
-// share, started once the tools are built, so on a fresh machine no share
-// stands waiting for a build; any other test that needs one waits for its
-// build (the build scripts take a lock, so nothing is built twice).
+// share, started once the tools they need are built, so on a fresh machine
+// no share stands waiting for a build; any other test that needs one waits
+// for its build (the build scripts take a lock, so nothing is built twice).
 //
 // At the end it prints every failed test's output, the ten slowest tests and
 // the totals, and writes each process's `go test -json` stream and the
@@ -92,9 +92,32 @@ type result struct {
 	output                   []string
 }
 
-// toolTests are the tests that need a tool built in the background: Argo
-// Rollouts or ESO (build-integrations.sh), cosign or the Kyverno CLI.
-var toolTests = regexp.MustCompile(`^(TestArgoRollouts.*|TestExternalSecrets.*|TestReleaseFilesInstallAndRun|TestDocumentedKyvernoPoliciesAreValid)$`)
+// toolTests are the tests known to need a tool built in the background,
+// with the build scripts each needs.
+var toolTests = []struct {
+	tests   *regexp.Regexp
+	scripts []string
+}{
+	{regexp.MustCompile(`^(TestArgoRollouts.*|TestExternalSecrets.*)$`), []string{integrationsScript}},
+	{regexp.MustCompile(`^(TestReleaseFilesInstallAndRun|TestDocumentedKyvernoPoliciesAreValid)$`), []string{cosignScript, kyvernoScript}},
+}
+
+const (
+	integrationsScript = "e2e/tools/build-integrations.sh"
+	compatScript       = "e2e/tools/build-compat.sh"
+	cosignScript       = "release/build-cosign.sh"
+	kyvernoScript      = "e2e/tools/build-kyverno.sh"
+)
+
+// needs is the build scripts test needs (none if it is not in toolTests).
+func needs(test string) []string {
+	for _, tt := range toolTests {
+		if tt.tests.MatchString(test) {
+			return tt.scripts
+		}
+	}
+	return nil
+}
 
 // job is one share: its tests (those needing a tool in a second process,
 // once the tools are built) and its control plane.
@@ -103,7 +126,7 @@ type job struct {
 	tests       []string
 	binDir      func(context.Context) (string, error) // the control plane, built when first asked
 	env         []string
-	tools       <-chan struct{} // closed once the background builds are done
+	built       map[string]chan struct{} // build script → closed once it has run
 }
 
 func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMinor string, record bool) error {
@@ -158,26 +181,32 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 		}
 	}
 
-	// The tools: one build at a time. The compat control plane comes last;
-	// its process starts when it is built.
+	// The tools: one build at a time, the compat control plane second (its
+	// process's whole share waits for it; only a test or two waits for
+	// each of the others).
 	compatBin := make(chan string, 1)
 	compatErr := make(chan error, 1)
-	tools := make(chan struct{})
+	built := map[string]chan struct{}{}
+	order := []string{integrationsScript, compatScript, cosignScript, kyvernoScript}
+	for _, sc := range order {
+		built[sc] = make(chan struct{})
+	}
 	for i := range jobs {
-		jobs[i].tools = tools
+		jobs[i].built = built
 	}
 	go func() {
-		for _, sc := range []string{"e2e/tools/build-integrations.sh", "release/build-cosign.sh", "e2e/tools/build-kyverno.sh"} {
-			if _, err := script(ctx, sc); err != nil {
+		for _, sc := range order {
+			if sc == compatScript {
+				if len(compatTests) > 0 {
+					dir, err := script(ctx, sc)
+					compatBin <- dir
+					compatErr <- err
+				}
+			} else if _, err := script(ctx, sc); err != nil {
 				// The test that needs it runs the script itself and fails with its error.
 				fmt.Fprintf(os.Stderr, "e2e: background build %s: %v\n", sc, err)
 			}
-		}
-		close(tools)
-		if len(compatTests) > 0 {
-			dir, err := script(ctx, "e2e/tools/build-compat.sh")
-			compatBin <- dir
-			compatErr <- err
+			close(built[sc])
 		}
 	}()
 	if len(compatTests) > 0 {
@@ -289,7 +318,7 @@ func describe(jobs []job, durations map[string]map[string]float64) string {
 }
 
 // runJob runs one share: its tests that need no tool in one process, then,
-// once the tools are built, those that do in another.
+// once the tools they need are built, those that do in another.
 func (s *suite) runJob(ctx context.Context, j job) error {
 	binDir, err := j.binDir(ctx)
 	if err != nil {
@@ -301,9 +330,13 @@ func (s *suite) runJob(ctx context.Context, j job) error {
 	}
 	defer jsonOut.Close()
 	var now, later []string
+	waitFor := map[string]bool{}
 	for _, t := range j.tests {
-		if toolTests.MatchString(t) {
+		if sc := needs(t); len(sc) > 0 {
 			later = append(later, t)
+			for _, s := range sc {
+				waitFor[s] = true
+			}
 		} else {
 			now = append(now, t)
 		}
@@ -316,10 +349,12 @@ func (s *suite) runJob(ctx context.Context, j job) error {
 	if len(later) == 0 {
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-j.tools:
+	for sc := range waitFor {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-j.built[sc]:
+		}
 	}
 	return s.runProcess(ctx, j, binDir, later, jsonOut)
 }
