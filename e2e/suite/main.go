@@ -147,6 +147,32 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 	if err != nil {
 		return err
 	}
+
+	// The tools, in the background from now on: one build at a time, the
+	// compat control plane second (its process's whole share waits for
+	// it; only a test or two waits for each of the others).
+	compatBin := make(chan string, 1)
+	compatErr := make(chan error, 1)
+	built := map[string]chan struct{}{}
+	order := []string{integrationsScript, compatScript, cosignScript, kyvernoScript}
+	for _, sc := range order {
+		built[sc] = make(chan struct{})
+	}
+	go func() {
+		for _, sc := range order {
+			if sc == compatScript {
+				if compatRE != "" {
+					dir, err := script(ctx, sc)
+					compatBin <- dir
+					compatErr <- err
+				}
+			} else if _, err := script(ctx, sc); err != nil {
+				// The test that needs it runs the script itself and fails with its error.
+				fmt.Fprintf(os.Stderr, "e2e: background build %s: %v\n", sc, err)
+			}
+			close(built[sc])
+		}
+	}()
 	s.courier = os.Getenv("COURIER_E2E_BINARY")
 	if s.courier == "" {
 		s.courier = filepath.Join(tmp, "courier")
@@ -170,7 +196,7 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 	var jobs []job
 	main := matching(all, runRE)
 	for i, tests := range spread(main, durations["e2e"], shards) {
-		jobs = append(jobs, job{name: fmt.Sprintf("e2e-%d", i+1), suite: "e2e", tests: tests,
+		jobs = append(jobs, job{name: fmt.Sprintf("e2e-%d", i+1), suite: "e2e", tests: tests, built: built,
 			binDir: func(context.Context) (string, error) { return binDir, nil }})
 	}
 	var compatTests []string
@@ -181,36 +207,8 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 		}
 	}
 
-	// The tools: one build at a time, the compat control plane second (its
-	// process's whole share waits for it; only a test or two waits for
-	// each of the others).
-	compatBin := make(chan string, 1)
-	compatErr := make(chan error, 1)
-	built := map[string]chan struct{}{}
-	order := []string{integrationsScript, compatScript, cosignScript, kyvernoScript}
-	for _, sc := range order {
-		built[sc] = make(chan struct{})
-	}
-	for i := range jobs {
-		jobs[i].built = built
-	}
-	go func() {
-		for _, sc := range order {
-			if sc == compatScript {
-				if len(compatTests) > 0 {
-					dir, err := script(ctx, sc)
-					compatBin <- dir
-					compatErr <- err
-				}
-			} else if _, err := script(ctx, sc); err != nil {
-				// The test that needs it runs the script itself and fails with its error.
-				fmt.Fprintf(os.Stderr, "e2e: background build %s: %v\n", sc, err)
-			}
-			close(built[sc])
-		}
-	}()
 	if len(compatTests) > 0 {
-		jobs = append(jobs, job{name: "compat", suite: "compat", tests: compatTests,
+		jobs = append(jobs, job{name: "compat", suite: "compat", tests: compatTests, built: built,
 			binDir: func(ctx context.Context) (string, error) {
 				select {
 				case <-ctx.Done():
