@@ -77,7 +77,6 @@ type suite struct {
 	out     string
 	timeout time.Duration
 	start   time.Time
-	tmp     string
 	testBin string
 	courier string
 
@@ -138,7 +137,6 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	s.tmp = tmp
 
 	// The control plane every share needs, then courier (with the race
 	// detector, as the suite's TestMain builds it) and the test binary,
@@ -206,7 +204,6 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 			return fmt.Errorf("-compat %q matches no test", compatRE)
 		}
 	}
-
 	if len(compatTests) > 0 {
 		jobs = append(jobs, job{name: "compat", suite: "compat", tests: compatTests, built: built,
 			binDir: func(ctx context.Context) (string, error) {
