@@ -73,6 +73,15 @@ const durationsFile = "e2e/testdata/durations.json"
 // defaultSeconds is what a test not in durationsFile is assumed to take.
 const defaultSeconds = 20
 
+// expected is the seconds test is expected to take by seconds (one suite's
+// recorded durations), defaultSeconds if it has none.
+func expected(seconds map[string]float64, test string) float64 {
+	if v, ok := seconds[test]; ok {
+		return v
+	}
+	return defaultSeconds
+}
+
 type suite struct {
 	out     string
 	timeout time.Duration
@@ -273,12 +282,7 @@ func matching(tests []string, re string) []string {
 // spread deals the tests into n shares, longest first, each to the share
 // with the least expected time so far (ties to the lowest share).
 func spread(tests []string, seconds map[string]float64, n int) [][]string {
-	d := func(t string) float64 {
-		if v, ok := seconds[t]; ok {
-			return v
-		}
-		return defaultSeconds
-	}
+	d := func(t string) float64 { return expected(seconds, t) }
 	sorted := append([]string(nil), tests...)
 	sort.SliceStable(sorted, func(i, j int) bool { return d(sorted[i]) > d(sorted[j]) })
 	shares := make([][]string, n)
@@ -301,11 +305,7 @@ func describe(jobs []job, durations map[string]map[string]float64) string {
 	for _, j := range jobs {
 		sum := 0.0
 		for _, t := range j.tests {
-			if v, ok := durations[j.suite][t]; ok {
-				sum += v
-			} else {
-				sum += defaultSeconds
-			}
+			sum += expected(durations[j.suite], t)
 		}
 		parts = append(parts, fmt.Sprintf("%s: %d tests, about %s", j.name, len(j.tests), (time.Duration(sum)*time.Second).Round(time.Second)))
 	}
