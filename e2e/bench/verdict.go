@@ -16,11 +16,14 @@ type target struct {
 	limit   float64
 	unit    string
 	samples func(results) []float64
+	// paired: the samples are a scenario's valid repetitions, and a run
+	// with fewer than minValid of them does not count.
+	paired bool
 }
 
 var targets = []target{
-	{name: "3a. one source update → all replicas, paired ratio to the floor alone", limit: 1.3, unit: "×", samples: pairedAlone("3a.")},
-	{name: "3b. → all consumers patched, paired ratio to the floor alone through the same debounce", limit: 1.5, unit: "×", samples: pairedAlone("3b.")},
+	{name: "3a. one source update → all replicas, paired ratio to the floor alone", limit: 1.3, unit: "×", samples: pairedAlone("3a."), paired: true},
+	{name: "3b. → all consumers patched, paired ratio to the floor alone through the same debounce", limit: 1.5, unit: "×", samples: pairedAlone("3b."), paired: true},
 	{name: "4. new namespace → 50 replicas", limit: 1, unit: " s", samples: func(r results) []float64 { return scenarioNamed(r, "4.").Stats.Samples }},
 	{name: "steady RSS", limit: 100, unit: " MiB", samples: func(r results) []float64 { return []float64{float64(r.Memory["steadyRssBytes"]) / (1 << 20)} }},
 	{name: "problems (write counts other than N + D, 0 on restart, 0 idle)", limit: 0, unit: "", samples: func(r results) []float64 { return []float64{float64(len(r.Problems))} }},
@@ -39,11 +42,13 @@ func pairedAlone(prefix string) func(results) []float64 {
 	return func(r results) []float64 { return scenarioNamed(r, prefix).PairedAlone }
 }
 
-// verdicts reads the results of at least three runs and writes, per target,
-// each run's median with its range, the median over every repetition of
-// every run, how many repetitions were over the limit (shown, not judged:
-// single repetitions are noisy), and the verdict: the target holds when the
-// median of every run keeps it.
+// verdicts reads the results of at least three runs of one commit and
+// writes, per target, each run's median with its range, the median over
+// every repetition of every run, how many repetitions were over the limit
+// (shown, not judged: single repetitions are noisy), and the verdict: the
+// target holds when the median of every run keeps it. A run with fewer than
+// minValid valid repetitions of a paired target does not count for it; with
+// fewer than three runs that count, the target is inconclusive.
 func verdicts(w io.Writer, files []string) error {
 	if len(files) < 3 {
 		return fmt.Errorf("-verdicts needs the results of at least 3 runs, got %d: one run's noise is as large as a target's margin", len(files))
@@ -58,8 +63,15 @@ func verdicts(w io.Writer, files []string) error {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+		if r.Commit == "" || strings.HasSuffix(r.Commit, "-dirty") {
+			return fmt.Errorf("%s: no clean commit recorded (%q): a verdict is about one commit", f, r.Commit)
+		}
+		if len(runs) > 0 && r.Commit != runs[0].Commit {
+			return fmt.Errorf("%s is of commit %s, %s of %s: a verdict is about one commit, judge runs of the same one", f, r.Commit, files[0], runs[0].Commit)
+		}
 		runs = append(runs, r)
 	}
+	fmt.Fprintf(w, "commit %s, %d runs\n\n", runs[0].Commit, len(runs))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := []string{"TARGET", "LIMIT"}
 	for i := range runs {
@@ -69,14 +81,19 @@ func verdicts(w io.Writer, files []string) error {
 	for _, t := range targets {
 		var all []float64
 		row := []string{t.name, fmt.Sprintf("≤ %g%s", t.limit, t.unit)}
-		held := 0
+		counted, held := 0, 0
 		for _, r := range runs {
 			xs := t.samples(r)
-			if len(xs) == 0 {
+			switch {
+			case len(xs) == 0:
 				row = append(row, "no samples")
+				continue
+			case t.paired && len(xs) < minValid:
+				row = append(row, fmt.Sprintf("%s: %d valid, too few", spread(xs, t.unit), len(xs)))
 				continue
 			}
 			all = append(all, xs...)
+			counted++
 			if summarize(xs).Median <= t.limit {
 				held++
 			}
@@ -89,11 +106,11 @@ func verdicts(w io.Writer, files []string) error {
 			}
 		}
 		verdict := "holds"
-		if held < len(runs) {
-			verdict = fmt.Sprintf("MISSED in %d of %d runs", len(runs)-held, len(runs))
-		}
-		if len(all) == 0 {
-			verdict = "no samples"
+		switch {
+		case counted < 3:
+			verdict = fmt.Sprintf("inconclusive (%d of %d runs count, 3 needed)", counted, len(runs))
+		case held < counted:
+			verdict = fmt.Sprintf("MISSED in %d of %d runs", counted-held, counted)
 		}
 		median := "-"
 		if len(all) > 0 {

@@ -45,15 +45,13 @@ type benchResults struct {
 	LoadSecs  float64 `json:"loadSeconds"`
 	RunSecs   float64 `json:"runSeconds"`
 	Scenarios []struct {
-		Name        string    `json:"name"`
-		Stats       stats     `json:"seconds"`
-		FloorAlone  *stats    `json:"floorAloneSeconds"`
-		PairedAlone []float64 `json:"pairedRatiosToFloorAlone"`
-		Repetitions []struct {
-			Invalid string `json:"invalid"`
-		} `json:"repetitions"`
-		Writes string `json:"writes"`
-		Want   string `json:"wantWrites"`
+		Name        string       `json:"name"`
+		Stats       stats        `json:"seconds"`
+		FloorAlone  *stats       `json:"floorAloneSeconds"`
+		PairedAlone []float64    `json:"pairedRatiosToFloorAlone"`
+		Repetitions []repetition `json:"repetitions"`
+		Writes      string       `json:"writes"`
+		Want        string       `json:"wantWrites"`
 	} `json:"scenarios"`
 	Memory map[string]float64 `json:"memory"`
 	CPU    map[string]float64 `json:"cpuSeconds"`
@@ -63,6 +61,18 @@ type benchResults struct {
 		OOMKills   int    `json:"oomKills"`
 	} `json:"chartLimits"`
 	Problems []string `json:"problems"`
+	// MinValid: e2e/bench's minimum of valid repetitions for a run's
+	// median to count (0 in results judged by no rule).
+	MinValid int `json:"minValidRepetitions"`
+}
+
+// repetition is one of e2e/bench's repetitions timed against floors.
+type repetition struct {
+	Seconds     float64 `json:"seconds"`
+	FloorBefore float64 `json:"floorBeforeSeconds"`
+	FloorAfter  float64 `json:"floorAfterSeconds"`
+	Ratio       float64 `json:"pairedRatio"`
+	Invalid     string  `json:"invalid"`
 }
 
 type stats struct {
@@ -96,8 +106,12 @@ type size struct {
 	Objects   int              `json:"cachedObjects"`
 	Scenarios map[string]stats `json:"scenarios"`
 	Floors    map[string]stats `json:"floorsAlone"`
-	// Ratios: the median of the paired ratios to the floor alone.
+	// Ratios: the median of the paired ratios to the floor alone, over
+	// the valid repetitions; only where there are at least e2e/bench's
+	// minimum of them.
 	Ratios map[string]float64 `json:"pairedRatioToFloorAlone"`
+	// Reps: every repetition timed against floors, valid or not.
+	Reps map[string][]repetition `json:"-"`
 	// Invalid: repetitions whose floors were disturbed (e2e/bench's
 	// judgeRepetitions), rerun and left out of the figures.
 	Invalid       map[string]int     `json:"invalidRepetitions"`
@@ -116,6 +130,7 @@ type size struct {
 	BenchResultsAt string   `json:"benchResults"`
 	machine        string
 	Run            string `json:"-"` // the committed run it is from (committed)
+	Commit         string `json:"-"` // the commit measured (its run's)
 }
 
 func main() {
@@ -246,6 +261,7 @@ func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reus
 		if err != nil {
 			return err
 		}
+		sz.Commit = all.Commit
 		if len(sz.Problems) > 0 {
 			failed = append(failed, fmt.Sprintf("%d namespaces: %s", n, strings.Join(sz.Problems, "; ")))
 		}
@@ -334,7 +350,7 @@ func read(path string) (size, error) {
 	const sources = 1 + 10 + 100 + 50
 	objects := d.Secrets + d.ConfigMaps + d.Namespaces + sources + 3*d.Namespaces + d.Namespaces + d.Deployments
 	sz := size{Namespaces: d.Namespaces, Objects: objects, Scenarios: map[string]stats{}, Floors: map[string]stats{},
-		Ratios: map[string]float64{}, Invalid: map[string]int{}, Writes: map[string]string{}, Memory: r.Memory, LoadSecs: r.LoadSecs, RunSecs: r.RunSecs,
+		Ratios: map[string]float64{}, Reps: map[string][]repetition{}, Invalid: map[string]int{}, Writes: map[string]string{}, Memory: r.Memory, LoadSecs: r.LoadSecs, RunSecs: r.RunSecs,
 		CPU: r.CPU, Problems: r.Problems, BenchResultsAt: path, machine: r.Machine}
 	if l := r.Limits; l != nil {
 		sz.Limits, sz.OOMKills = fmt.Sprintf("GOMEMLIMIT=%s, %d MiB", l.GoMemLimit, l.LimitBytes>>20), &l.OOMKills
@@ -345,10 +361,13 @@ func read(path string) (size, error) {
 		sz.Repeats = max(sz.Repeats, s.Stats.N)
 		if s.FloorAlone != nil {
 			sz.Floors[key] = *s.FloorAlone
-			if len(s.PairedAlone) > 0 { // none when every repetition was invalid
+			// A ratio counts only from repetitions judged by e2e/bench's
+			// rule, and only when enough of them are valid.
+			if len(s.Repetitions) > 0 && r.MinValid > 0 && len(s.PairedAlone) >= r.MinValid {
 				sz.Ratios[key] = median(s.PairedAlone)
 			}
 		}
+		sz.Reps[key] = s.Repetitions
 		for _, rep := range s.Repetitions {
 			if rep.Invalid != "" {
 				sz.Invalid[key]++
@@ -416,11 +435,15 @@ var targets = []struct {
 // planes) a target is judged over; with fewer it is inconclusive.
 const minRuns = 3
 
-// readRuns reads scale.json files, each one independent run.
+// readRuns reads scale.json files, each one independent run, and each of
+// their sizes again from its results.json (e2e/bench's, the one owner of
+// every measured value and of how repetitions are judged): scale.json's
+// own figures are derived, and may be of an older rule.
 func readRuns(paths []string) ([]figures, error) {
 	var runs []figures
 	for _, p := range paths {
-		b, err := os.ReadFile(strings.TrimSpace(p))
+		p = strings.TrimSpace(p)
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
@@ -428,31 +451,43 @@ func readRuns(paths []string) ([]figures, error) {
 		if err := json.Unmarshal(b, &f); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
+		for i, sz := range f.Sizes {
+			at := sz.BenchResultsAt
+			if !filepath.IsAbs(at) {
+				at = filepath.Join(filepath.Dir(p), at)
+			}
+			again, err := read(at)
+			if err != nil {
+				return nil, err
+			}
+			again.BenchResultsAt, again.Commit = sz.BenchResultsAt, f.Commit
+			f.Sizes[i] = again
+		}
 		runs = append(runs, f)
 	}
 	return runs, nil
 }
 
-// judge is a target's cell: over fewer than minRuns runs that measured it
-// (a NaN is a run that did not, e.g. every repetition invalid), the first
-// value and "inconclusive"; over
-// more, the median of the runs' values (each a median of its
-// repetitions), their range, and whether the median is within limit.
-func judge(all []float64, limit float64, unit string) string {
+// judge is a target's cell over the runs of one commit: over fewer than
+// minRuns runs that measured it (a NaN is a run that did not: too few valid
+// repetitions), the first value and "inconclusive"; over more, the median
+// of the runs' values (each a median of its repetitions), their range, and
+// whether the median is within limit. The commit is named in every cell.
+func judge(all []float64, limit float64, unit, commit string) string {
 	values := slices.DeleteFunc(slices.Clone(all), math.IsNaN)
 	if len(values) < minRuns {
-		shown := "no valid repetition,"
-		if !math.IsNaN(all[0]) {
+		shown := "too few valid repetitions,"
+		if len(all) > 0 && !math.IsNaN(all[0]) {
 			shown = fmt.Sprintf("%.3g%s", all[0], unit)
 		}
-		return fmt.Sprintf("%s inconclusive (%d of %d runs)", shown, len(values), minRuns)
+		return fmt.Sprintf("%s inconclusive (%d of %d runs of %s)", shown, len(values), minRuns, commit)
 	}
 	m := median(values)
 	verdict := "holds"
 	if m > limit {
 		verdict = "**missed**"
 	}
-	return fmt.Sprintf("%.3g%s [%.3g–%.3g] over %d runs: %s", m, unit, slices.Min(values), slices.Max(values), len(values), verdict)
+	return fmt.Sprintf("%.3g%s [%.3g–%.3g] over %d runs of %s: %s", m, unit, slices.Min(values), slices.Max(values), len(values), commit, verdict)
 }
 
 // table is the Markdown table of shown's figures, then the targets at each
@@ -481,7 +516,8 @@ func table(shown figures, runs ...figures) string {
 			s.Memory["steadyRssBytes"]/(1<<20), s.Memory["peakRssBytes"]/(1<<20), s.Memory["steadyHeapBytes"]/(1<<20),
 			mibOrDash(s.Memory["steadyLiveHeapBytes"]), s.HeapPerObject, gc, limits, s.Scenarios[idle].Median, s.Writes[idle], minutes(s.LoadSecs), minutes(s.RunSecs))
 	}
-	fmt.Fprintf(&b, "\nThe targets (issue #17) are set for 10,000 namespaces; they are judged at every size, over at least %d independent runs (`-judge`).\n", minRuns)
+	fmt.Fprintf(&b, "\nThe targets (issue #17) are set for 10,000 namespaces; they are judged at every size, over at least %d independent runs "+
+		"of the commit of the size's newest run (`-judge`), each run's ratio the median of its valid repetitions, counted when it has at least e2e/bench's minimum of them.\n", minRuns)
 	b.WriteString("\n| target (medians) | limit |")
 	for _, s := range all.Sizes {
 		fmt.Fprintf(&b, " %d namespaces |", s.Namespaces)
@@ -493,7 +529,7 @@ func table(shown figures, runs ...figures) string {
 			var values []float64
 			for _, r := range runs {
 				for _, rs := range r.Sizes {
-					if rs.Namespaces == s.Namespaces {
+					if rs.Namespaces == s.Namespaces && rs.Commit == s.Commit {
 						values = append(values, t.value(rs))
 					}
 				}
@@ -512,10 +548,10 @@ func table(shown figures, runs ...figures) string {
 				for i, v := range measured {
 					each[i] = fmt.Sprintf("%.3g%s", v, t.unit)
 				}
-				fmt.Fprintf(&b, " %s in %s: %s |", strings.Join(each, ", "), plural(len(measured), "run"), verdict)
+				fmt.Fprintf(&b, " %s in %s of %s: %s |", strings.Join(each, ", "), plural(len(measured), "run"), s.Commit, verdict)
 				continue
 			}
-			fmt.Fprintf(&b, " %s |", judge(values, t.limit, t.unit))
+			fmt.Fprintf(&b, " %s |", judge(values, t.limit, t.unit, s.Commit))
 		}
 		b.WriteString("\n")
 	}
@@ -526,6 +562,33 @@ func table(shown figures, runs ...figures) string {
 				"(least squares; clusters of this density): steady RSS reaches %d MiB at about %s namespaces; the live heap reaches half "+
 				"of the chart's GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) at about %s, and GOMEMLIMIT itself "+
 				"(beyond it courier cannot keep its caches under the limits) at about %s.\n", thousands(largest), steadyRSSTarget, thousands(rss), thousands(half), thousands(full))
+		}
+	}
+	b.WriteString(everyRepetition(all.Sizes))
+	return b.String()
+}
+
+// everyRepetition is the table of every repetition timed against floors
+// in sizes: courier's span, both floors, the paired ratio, and whether it
+// counted, so every measured value is shown, not only the medians.
+func everyRepetition(sizes []size) string {
+	var b strings.Builder
+	b.WriteString("\nEvery repetition of the runs above that was timed against floors (a repetition whose two floors differ by more than e2e/bench's tolerance does not count; the rule never looks at courier's own time):\n\n")
+	b.WriteString("| namespaces | run | scenario | # | courier | floor before | floor after | paired ratio | counted |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range sizes {
+		for _, key := range []string{start, replica, consume} {
+			for i, r := range s.Reps[key] {
+				counted := "yes"
+				if r.Invalid != "" {
+					counted = "no: " + r.Invalid
+				}
+				run := s.Run
+				if run == "" { // not committed: the commit measured
+					run = s.Commit
+				}
+				fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.2f s | %.2f s | %.2f× | %s |\n",
+					s.Namespaces, run, key, i+1, r.Seconds, r.FloorBefore, r.FloorAfter, r.Ratio, counted)
+			}
 		}
 	}
 	return b.String()

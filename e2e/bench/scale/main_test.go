@@ -12,41 +12,51 @@ func TestJudge(t *testing.T) {
 		values []float64
 		want   string
 	}{
-		{[]float64{0.91}, "0.91× inconclusive (1 of 3 runs)"},
-		{[]float64{0.91, 2.01}, "0.91× inconclusive (2 of 3 runs)"},
-		{[]float64{0.91, 2.01, 1.1}, "1.1× [0.91–2.01] over 3 runs: holds"},
-		{[]float64{1.3, 2.01, 1.1}, "1.3× [1.1–2.01] over 3 runs: **missed**"},
-		{[]float64{math.NaN(), 1, 1}, "no valid repetition, inconclusive (2 of 3 runs)"},
+		{[]float64{0.91}, "0.91× inconclusive (1 of 3 runs of c0ffee1)"},
+		{[]float64{0.91, 2.01}, "0.91× inconclusive (2 of 3 runs of c0ffee1)"},
+		{[]float64{0.91, 2.01, 1.1}, "1.1× [0.91–2.01] over 3 runs of c0ffee1: holds"},
+		{[]float64{1.3, 2.01, 1.1}, "1.3× [1.1–2.01] over 3 runs of c0ffee1: **missed**"},
+		{[]float64{math.NaN(), 1, 1}, "too few valid repetitions, inconclusive (2 of 3 runs of c0ffee1)"},
 	} {
-		if got := judge(c.values, 1.2, "×"); !strings.Contains(got, c.want) {
+		if got := judge(c.values, 1.2, "×", "c0ffee1"); !strings.Contains(got, c.want) {
 			t.Errorf("judge(%v) = %q, want %q", c.values, got, c.want)
 		}
 	}
 }
 
 // TestTableJudgesOverRuns: one run is inconclusive at every size; three
-// runs of a size are judged, a size only one of them measured is not.
+// runs of a size and of one commit are judged, a size only one of them
+// measured is not, and a run of another commit is never pooled with them.
 func TestTableJudgesOverRuns(t *testing.T) {
-	sz := func(n int, rss float64) size {
-		return size{Namespaces: n, Memory: map[string]float64{"steadyRssBytes": rss * (1 << 20)}}
+	sz := func(n int, rss float64, commit string) size {
+		return size{Namespaces: n, Commit: commit, Memory: map[string]float64{"steadyRssBytes": rss * (1 << 20)}}
 	}
-	one := figures{Sizes: []size{sz(1000, 70), sz(10000, 344)}}
+	one := figures{Sizes: []size{sz(1000, 70, "aaa"), sz(10000, 344, "aaa")}}
 	for _, line := range strings.Split(table(one, one), "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| namespaces") || strings.HasPrefix(line, "| 1") || strings.HasPrefix(line, "| target") {
+			continue
+		}
 		// Exact write counts are judged in each run; nothing else in one.
 		exact := strings.HasPrefix(line, "| write counts")
 		if verdict := strings.Contains(line, "holds") || strings.Contains(line, "missed"); verdict != exact {
 			t.Errorf("one run: %s", line)
 		}
 	}
-	got := table(one, one, figures{Sizes: []size{sz(10000, 300)}}, figures{Sizes: []size{sz(10000, 200)}})
-	var rss string
-	for _, line := range strings.Split(got, "\n") {
-		if strings.HasPrefix(line, "| steady RSS") {
-			rss = line
+	rssRow := func(runs ...figures) string {
+		for _, line := range strings.Split(table(runs[0], runs...), "\n") {
+			if strings.HasPrefix(line, "| steady RSS") {
+				return line
+			}
 		}
+		return ""
 	}
-	if !strings.Contains(rss, "70 MiB inconclusive (1 of 3 runs)") || !strings.Contains(rss, "300 MiB [200–344] over 3 runs: **missed**") {
+	two, three := figures{Sizes: []size{sz(10000, 300, "aaa")}}, figures{Sizes: []size{sz(10000, 200, "aaa")}}
+	if rss := rssRow(one, two, three); !strings.Contains(rss, "70 MiB inconclusive (1 of 3 runs of aaa)") || !strings.Contains(rss, "300 MiB [200–344] over 3 runs of aaa: **missed**") {
 		t.Errorf("steady RSS row: %s", rss)
+	}
+	other := figures{Sizes: []size{sz(10000, 200, "bbb")}}
+	if rss := rssRow(one, two, other); !strings.Contains(rss, "344 MiB inconclusive (2 of 3 runs of aaa)") {
+		t.Errorf("a run of another commit pooled: %s", rss)
 	}
 }
 
@@ -65,8 +75,8 @@ func TestOOMKillsAreJudgedOnlyWhereLimited(t *testing.T) {
 	for _, c := range []struct {
 		kills *int
 		want  string
-	}{{nil, "| not measured |"}, {&zero, "0 in 1 run: holds"}, {&one, "1 in 1 run: **missed**"}} {
-		if got := row(figures{Sizes: []size{{Namespaces: 10000, OOMKills: c.kills}}}); !strings.Contains(got, c.want) {
+	}{{nil, "| not measured |"}, {&zero, "0 in 1 run of c: holds"}, {&one, "1 in 1 run of c: **missed**"}} {
+		if got := row(figures{Sizes: []size{{Namespaces: 10000, Commit: "c", OOMKills: c.kills}}}); !strings.Contains(got, c.want) {
 			t.Errorf("OOM kills %v: %s, want %q", c.kills, got, c.want)
 		}
 	}
@@ -80,10 +90,11 @@ func TestAScenarioWithNoValidRepetition(t *testing.T) {
 	dir := t.TempDir()
 	results := filepath.Join(dir, "1000", "results.json")
 	writeFile(t, results, `{"dataset": {"Namespaces": 1000}, "scenarios": [
-	  {"name": "1. start → ready", "seconds": {"n": 3, "median": 1.3, "p99": 1.4}, "floorAloneSeconds": {"n": 3, "median": 0.9}, "pairedRatiosToFloorAlone": [1.4, 1.44, 1.5]},
+	  {"name": "1. start → ready", "seconds": {"n": 3, "median": 1.3, "p99": 1.4}, "floorAloneSeconds": {"n": 3, "median": 0.9}, "pairedRatiosToFloorAlone": [1.4, 1.44, 1.5],
+	   "repetitions": [{"seconds": 1.3, "pairedRatio": 1.4}, {"seconds": 1.3, "pairedRatio": 1.44}, {"seconds": 1.4, "pairedRatio": 1.5}]},
 	  {"name": "3a. one source update → all replicas", "seconds": {"n": 0, "median": 0, "p99": 0}, "floorAloneSeconds": {"n": 0, "median": 0},
-	   "repetitions": [{"seconds": 0.62, "invalid": "the floor before (1.210s) is slower than courier (0.620s)"}, {"seconds": 0.7, "invalid": "the floor before (0.830s) is slower than courier (0.700s)"}]}],
-	  "memory": {"steadyRssBytes": 78643200}}`)
+	   "repetitions": [{"seconds": 0.62, "invalid": "the floor drifted"}, {"seconds": 0.7, "invalid": "the floor drifted"}]}],
+	  "memory": {"steadyRssBytes": 78643200}, "minValidRepetitions": 3}`)
 	sz, err := read(results)
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +105,16 @@ func TestAScenarioWithNoValidRepetition(t *testing.T) {
 	if sz.Invalid[replica] != 2 || sz.Repeats != 3 {
 		t.Errorf("invalid %v, repeats %d", sz.Invalid, sz.Repeats)
 	}
+	sz.Commit, sz.Run = "c0ffee1", "2026-11-28-c0ffee1"
 	f := figures{Sizes: []size{sz}}
 	got := table(f, f, f, f)
 	for _, want := range []string{
 		"| 1000 | ", " 3 (2) | – (–) |",
-		"| one source update → all replicas, paired ratio to the floor | ≤ 1.2× | no valid repetition, inconclusive (0 of 3 runs) |",
-		"| start → ready, paired ratio to a bare client filling the same caches | ≤ 1.2× | 1.44× [1.44–1.44] over 3 runs: **missed** |",
+		"| one source update → all replicas, paired ratio to the floor | ≤ 1.2× | too few valid repetitions, inconclusive (0 of 3 runs of c0ffee1) |",
+		"| start → ready, paired ratio to a bare client filling the same caches | ≤ 1.2× | 1.44× [1.44–1.44] over 3 runs of c0ffee1: **missed** |",
+		// Every measured value, counted or not.
+		"| 1000 | 2026-11-28-c0ffee1 | 3a | 2 | 0.70 s | 0.00 s | 0.00 s | 0.00× | no: the floor drifted |",
+		"| 1000 | 2026-11-28-c0ffee1 | 1 | 3 | 1.40 s |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
