@@ -14,4 +14,9 @@
 // courier was down rolls out once. It hashes from the informer cache (per-key
 // digests) and never reads a Secret from the API. Its patches touch only
 // courier's annotations.
+//
+// Each sync of a workload is three steps: gather (gather.go) reads the
+// caches and the per-process state into facts; the policies (policies.go)
+// turn the facts into a verdict, reading and writing nothing; act (act.go)
+// carries the verdict out and tells of it.
 package reloader

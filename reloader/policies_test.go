@@ -1,0 +1,169 @@
+package reloader
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
+)
+
+var policyNow = time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+
+// changedFacts are a Deployment whose one opted-in input, secret/a, changed
+// since its baseline, seen 3 s ago (past a 2 s debounce): nothing holds the
+// rollout back.
+func changedFacts() *facts {
+	return &facts{
+		key:  key{Kind: workload.Deployment, Namespace: "ns", Name: "app"},
+		seen: policyNow.Add(-3 * time.Second), now: policyNow, keyNamespace: "courier",
+		recorded: "secret/a=1", hasBaseline: true,
+		observed: observed{now: baseline{"secret/a": "2"}, optional: map[string]bool{"secret/a": false}},
+		debounce: 2 * time.Second, stormChanges: 5, stormWindow: 10 * time.Minute,
+		storms: map[string]stormState{"secret/a": {}},
+	}
+}
+
+// got is what a verdict says, as the table compares it.
+type got struct {
+	Policy, Skip, Event, EventType, Message, Log, Why string
+	Do                                                do
+	After                                             time.Duration
+	From, Until                                       time.Time
+	Forget, Err                                       bool
+}
+
+func gotOf(v verdict) got {
+	return got{Policy: v.policy, Do: v.do, Skip: v.skip, Event: v.event, EventType: v.eventType, Message: v.message, Log: v.log,
+		Why: v.why, After: v.after, From: v.from, Until: v.until, Forget: v.forget, Err: v.err != nil}
+}
+
+// TestPolicies has a row per policy (each deciding, and passing where it
+// can), with the exact Event, metric reason and log line it names: the
+// golden record of what the decision tells.
+func TestPolicies(t *testing.T) {
+	burst := policyNow.Add(-500 * time.Millisecond)
+	lastRollout := policyNow.Add(-4 * time.Minute).Format(time.RFC3339)
+	for _, tc := range []struct {
+		name   string
+		change func(*facts)
+		want   got
+	}{
+		{"waiting for replication", func(f *facts) { f.replicating = true }, got{Policy: "waiting for replication", Do: doPark}},
+		{"a Job deleted to be recreated is created first", func(f *facts) { f.key.Kind, f.pendingJob = workload.Job, true },
+			got{Policy: "Job to create again", Do: doCreateJob}},
+		{"a Deployment whose template Rollouts reload is left to them", func(f *facts) { f.rolloutOwned = true },
+			got{Policy: "pod template reloaded through a Rollout", Do: doNothing}},
+		{"no digest key yet: an error, retried", func(f *facts) { f.noKey = true },
+			got{Policy: "no digest key", Do: doFail, Err: true}},
+		{"another installation reloads it", func(f *facts) { f.otherInstallation = true },
+			got{Policy: "another installation's", Do: doNothing}},
+		{"whether the other installation is there is not known: retried", func(f *facts) { f.installationErr = errors.New("read") },
+			got{Policy: "another installation's", Do: doFail, Err: true}},
+		{"an input could not be read by name: retried from the same change", func(f *facts) { f.observed.err = errors.New("read") },
+			got{Policy: "inputs not known", Do: doRetry, Err: true}},
+		{"first sight: baseline only", func(f *facts) { f.recorded, f.hasBaseline = "", false },
+			got{Policy: "compared", Do: doWriteBaseline}},
+		{"nothing changed: nothing written", func(f *facts) { f.observed.now = baseline{"secret/a": "1"} },
+			got{Policy: "compared", Do: doNothing}},
+		{"opted out: the baseline is dropped", func(f *facts) { f.observed.optional = nil },
+			got{Policy: "compared", Do: doDropBaseline}},
+		{"a resync within the debounce window its change opened waits for the rest of it",
+			func(f *facts) { f.seen, f.debounceWait, f.burst = time.Time{}, 1500*time.Millisecond, burst },
+			got{Policy: "debounce", Do: doWait, After: 1500 * time.Millisecond, From: burst}},
+		{"the end of a change's debounce does not wait again", func(f *facts) { f.debounceWait, f.burst = 1500*time.Millisecond, burst },
+			got{Policy: "roll out", Do: doRollOut}},
+		{"the owner changed the template after the input: its own rollout carries the change",
+			func(f *facts) { f.templateChanged = true },
+			got{Policy: "own rollout", Do: doWriteBaseline, Forget: true, Skip: skipOwnRollout,
+				Log: "not rolled out: the pod template changed after its inputs did, so the workload's own rollout gives the new pods the new content"}},
+		{"a Job going away: nothing", func(f *facts) { f.key.Kind, f.job.deleting = workload.Job, true },
+			got{Policy: "Job", Do: doNothing}},
+		{"a Job never started: baseline only", func(f *facts) { f.key.Kind, f.job.neverStarted = workload.Job, true },
+			got{Policy: "Job", Do: doWriteBaseline}},
+		{"a Job finished: kept pending, told", func(f *facts) { f.key.Kind, f.job.finished = workload.Job, true },
+			got{Policy: "Job", Do: doKeepPending, Skip: skipFinished, Event: wellknown.ReasonJobFinished, EventType: corev1.EventTypeNormal,
+				Message: "secret/a changed, but this Job has finished, so courier does not recreate it (that would run it again); annotate it courier.dev/reload-finished: \"true\" to have it recreated for such changes"}},
+		{"a finished Job that asks for it is recreated", func(f *facts) { f.key.Kind, f.job = workload.Job, jobState{finished: true, reloadFinished: true} },
+			got{Policy: "roll out", Do: doRollOut}},
+		{"every changed input in a storm: kept pending until the last is quiet",
+			func(f *facts) { f.storms["secret/a"] = stormState{in: true, quiet: policyNow.Add(4 * time.Minute)} },
+			got{Policy: "storm", Do: doKeepPending, Skip: skipSuppressed, Event: wellknown.ReasonReloadSuppressed, EventType: corev1.EventTypeWarning,
+				After:   4*time.Minute + 100*time.Millisecond,
+				Message: "secret/a changed, but changes too often to roll out for (--reload-storm-changes=5 within --reload-storm-window=10m0s): nothing rolls out until it is quiet, 2026-11-28T10:04:00Z at the earliest; then one rollout, if what this workload consumes differs from what it runs"}},
+		{"one changed input not in a storm rolls out, and takes the others along", func(f *facts) {
+			f.observed.now, f.observed.optional = baseline{"secret/a": "2", "secret/b": "2"}, map[string]bool{"secret/a": false, "secret/b": false}
+			f.recorded = "secret/a=1,secret/b=1"
+			f.storms = map[string]stormState{"secret/a": {in: true, quiet: policyNow.Add(time.Minute)}, "secret/b": {}}
+		}, got{Policy: "roll out", Do: doRollOut}},
+		{"notify only, by annotation", func(f *facts) { f.observed.notifyOnly = true },
+			got{Policy: "notify only", Do: doNotify, Why: "courier.dev/reload=notify"}},
+		{"notify only, by --reload-mode=notify", func(f *facts) { f.notifyMode = true },
+			got{Policy: "notify only", Do: doNotify, Why: "--reload-mode=notify"}},
+		{"within the minimum interval of the last rollout: kept pending until its end", func(f *facts) {
+			f.interval, f.intervalKey, f.reloadedAt = 10*time.Minute, wellknown.ReloadMinInterval, lastRollout
+		}, got{Policy: "minimum interval", Do: doKeepPending, Skip: skipHeld, Event: wellknown.ReasonReloadDelayed, EventType: corev1.EventTypeNormal,
+			After: 6 * time.Minute, Until: policyNow.Add(6 * time.Minute), Log: "rollout held back by the minimum interval",
+			Message: "secret/a changed within courier.dev/reload-min-interval=10m0s of the last rollout (2026-11-28T09:56:00Z): it rolls out at 2026-11-28T10:06:00Z, once, with every change made until then"}},
+		{"past the minimum interval: rolls out", func(f *facts) { f.interval, f.reloadedAt = 3*time.Minute, lastRollout },
+			got{Policy: "roll out", Do: doRollOut}},
+		{"nothing holds it back: one rollout", func(*facts) {}, got{Policy: "roll out", Do: doRollOut}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := changedFacts()
+			tc.change(f)
+			if diff := cmp.Diff(tc.want, gotOf(verdictOf(f))); diff != "" {
+				t.Errorf("verdict (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPolicyOrder: with every fact that decides set at once, each policy
+// wins over the ones after it — taking the facts away one by one gives the
+// policies in their documented order.
+func TestPolicyOrder(t *testing.T) {
+	f := changedFacts()
+	f.key.Kind = workload.Job
+	undo := []func(){
+		func() { f.replicating = false },
+		func() { f.pendingJob = false },
+		func() { f.rolloutOwned = false },
+		func() { f.noKey = false },
+		func() { f.otherInstallation = false },
+		func() { f.observed.err = nil },
+		func() { f.seen, f.debounceWait = policyNow.Add(-3*time.Second), 0 },
+		func() { f.templateChanged = false },
+		func() { f.job = jobState{} },
+		func() { f.storms["secret/a"] = stormState{} },
+		func() { f.notifyMode = false },
+		func() { f.reloadedAt = "" },
+	}
+	f.replicating, f.pendingJob, f.rolloutOwned, f.noKey, f.otherInstallation = true, true, true, true, true
+	f.observed.err, f.seen, f.debounceWait = errors.New("read"), time.Time{}, time.Second
+	f.templateChanged, f.job = true, jobState{finished: true}
+	f.storms["secret/a"] = stormState{in: true, quiet: policyNow.Add(time.Minute)}
+	f.notifyMode, f.interval, f.reloadedAt = true, time.Hour, policyNow.Add(-time.Minute).Format(time.RFC3339)
+	var order []string
+	for _, u := range undo {
+		order = append(order, verdictOf(f).policy)
+		u()
+	}
+	order = append(order, verdictOf(f).policy)
+	var want []string
+	for _, p := range beforeComparing {
+		want = append(want, p.name)
+	}
+	for _, p := range afterComparing {
+		if p.name != "compared" { // it decides only when there is no rollout to make
+			want = append(want, p.name)
+		}
+	}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("the policies decide in another order (-want +got):\n%s", diff)
+	}
+}
