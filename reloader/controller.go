@@ -114,16 +114,15 @@ type Controller struct {
 
 	parked parked // workloads waiting for the replicator
 
+	// hints: the content inputs had before their latest change, by input
+	// key (see hint); templates: for workloads whose inputs changed lately,
+	// their pod template when the last of those changes was seen, by UID
+	// (see ownRollout, debouncing). Both live hintTTL at most.
+	hints     *expiring[string, hint]
+	templates *expiring[types.UID, templateAt]
+
 	mu      sync.Mutex
 	entries map[types.UID]cachedEntries // per-key digests of objects holding values, by UID
-	hints   map[string]hint             // the content inputs had before their latest change, by input key
-	swept   time.Time
-	// templates: for workloads whose inputs changed lately, their pod
-	// template (workload.Object.TemplateSum) when the last of those changes
-	// was seen, by UID (see ownRollout); swept as hints are, on their own
-	// clock.
-	templates      map[types.UID]templateAt
-	sweptTemplates time.Time
 	// providerStatuses: the Secrets Store CSI driver's reports (nil
 	// without --reload-csi); providers: per class (InputKey), the report
 	// that set its content (classState), while reports on it exist or
@@ -169,13 +168,12 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
-		limiter: flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
-		metrics: newMetrics(reg),
-		storms:  newStorms(o.StormChanges, o.StormWindow, o.Debounce, o.Clock.Now),
-		entries: map[types.UID]cachedEntries{},
-		hints:   map[string]hint{},
-
-		templates:   map[types.UID]templateAt{},
+		limiter:     flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
+		metrics:     newMetrics(reg),
+		storms:      newStorms(o.StormChanges, o.StormWindow, o.Debounce, o.Clock.Now),
+		entries:     map[types.UID]cachedEntries{},
+		hints:       newExpiring[string, hint](hintTTL(o.Debounce), o.Clock.Now),
+		templates:   newExpiring[types.UID, templateAt](hintTTL(o.Debounce), o.Clock.Now),
 		pendingJobs: map[key]pendingJob{},
 		lost:        map[types.UID][]unansweredRollout{},
 		providers:   map[string]*unstructured.Unstructured{},
@@ -448,29 +446,16 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 // whose clock runs ahead) is at its first sight, never rolled out.
 type hint struct {
 	obj       any // the input before the change, digested
-	at        time.Time
 	consumers map[types.UID]bool
 }
 
-// hintTTL is how long a hint is kept: past the debounce, every consumer of
-// the change has been synced.
-func (c *Controller) hintTTL() time.Duration { return 2*c.opts.Debounce + 10*time.Second }
+// hintTTL is how long a hint (and a template record) is kept: past the
+// debounce, every consumer of the change has been synced.
+func hintTTL(debounce time.Duration) time.Duration { return 2*debounce + 10*time.Second }
 
 func (c *Controller) remember(inputKey string, before any) {
-	before = content.DigestedCopy(before) // never its values
-	consumers := c.consumerUIDs(inputKey)
-	now := c.opts.Clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now.Sub(c.swept) > c.hintTTL() {
-		c.swept = now
-		for k, h := range c.hints {
-			if now.Sub(h.at) > c.hintTTL() {
-				delete(c.hints, k)
-			}
-		}
-	}
-	c.hints[inputKey] = hint{obj: before, at: now, consumers: consumers}
+	h := hint{obj: content.DigestedCopy(before), consumers: c.consumerUIDs(inputKey)} // never its values
+	c.hints.Set(inputKey, func(hint, bool) hint { return h })
 }
 
 // consumerUIDs are the workloads in the cache that consume the input now:
@@ -502,10 +487,8 @@ func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
 // previous is the hint for an input that changed recently, if the workload
 // uid consumed it then.
 func (c *Controller) previous(inputKey string, uid types.UID) (any, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, ok := c.hints[inputKey]
-	if !ok || !h.consumers[uid] || c.opts.Clock.Since(h.at) > c.hintTTL() {
+	h, _, ok := c.hints.Get(inputKey)
+	if !ok || !h.consumers[uid] {
 		return nil, false
 	}
 	return h.obj, true
@@ -535,7 +518,6 @@ func (c *Controller) consumed(inputKey string) bool {
 // templateAt is a workload's pod template when one of its inputs changed.
 type templateAt struct {
 	sum uint64
-	at  time.Time
 	// burst: when the first change of those seen within one
 	// --reload-debounce of each other was seen (see debouncing).
 	burst time.Time
@@ -543,30 +525,20 @@ type templateAt struct {
 
 // rememberTemplate records the pod template of workload obj, one of whose
 // inputs changed just now (the last change wins: a template changed between
-// two input changes is not after the last). A record older than hintTTL is
-// stale (on a standby, nothing syncs) and is never used; stale ones are
-// swept.
+// two input changes is not after the last).
 func (c *Controller) rememberTemplate(obj any) {
 	o, ok := obj.(*workload.Object)
 	if !ok {
 		return
 	}
 	now := c.opts.Clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.templates) > 0 && now.Sub(c.sweptTemplates) > c.hintTTL() {
-		c.sweptTemplates = now
-		for uid, t := range c.templates {
-			if now.Sub(t.at) > c.hintTTL() {
-				delete(c.templates, uid)
-			}
+	c.templates.Set(o.UID, func(old templateAt, ok bool) templateAt {
+		burst := now
+		if ok && now.Sub(old.burst) < c.opts.Debounce {
+			burst = old.burst
 		}
-	}
-	burst := now
-	if t, ok := c.templates[o.UID]; ok && now.Sub(t.burst) < c.opts.Debounce {
-		burst = t.burst
-	}
-	c.templates[o.UID] = templateAt{sum: o.TemplateSum, at: now, burst: burst}
+		return templateAt{sum: o.TemplateSum, burst: burst}
+	})
 }
 
 // debouncing is how long a change of workload uid's inputs still waits for
@@ -575,9 +547,7 @@ func (c *Controller) rememberTemplate(obj any) {
 // edit of the workload). Recorded by the informers' handlers, leading or
 // not, it holds a change seen just before this term began too.
 func (c *Controller) debouncing(uid types.UID) (time.Duration, time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.templates[uid]
+	t, _, ok := c.templates.Get(uid)
 	if !ok {
 		return 0, time.Time{}
 	}
@@ -587,23 +557,14 @@ func (c *Controller) debouncing(uid types.UID) (time.Duration, time.Time) {
 // templateBefore is the pod template workload uid had when the last of its
 // inputs' changes was seen (false if none is recorded, or it is stale).
 func (c *Controller) templateBefore(uid types.UID) (uint64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.templates[uid]
-	if !ok || c.opts.Clock.Since(t.at) > c.hintTTL() {
-		return 0, false
-	}
-	return t.sum, true
+	t, _, ok := c.templates.Get(uid)
+	return t.sum, ok
 }
 
 // forgetTemplate: the changes to workload uid's inputs since its last sync
 // are taken in. A rollout of them whose answer was lost is not: it is
 // resolved when the cache shows whether it was made (madeAfterAll).
-func (c *Controller) forgetTemplate(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.templates, uid)
-}
+func (c *Controller) forgetTemplate(uid types.UID) { c.templates.Delete(uid) }
 
 // forgetLost: workload uid is gone, or a rollout of it was made against
 // the version every failed one was made against (so none of them was).
