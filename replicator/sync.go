@@ -310,6 +310,15 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		if c.heldByFlapping(k, seen) {
 			return nil
 		}
+	}
+	return c.writePair(ctx, k, seen, o, src, existing, f, p)
+}
+
+// writePair makes the write of plan p for pair k that puts the source's
+// content there: create, update, or recreate (delete, then create). A
+// revert of someone else's change first asks the guard's budget.
+func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *objects, src, existing *item, f pairFacts, p plan) error {
+	if p.action == create {
 		err := c.write(k, seen, opCreate, func() error {
 			_, err := c.writer.Create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
 			return err
@@ -339,6 +348,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		c.states.put(k, StateContested)
 		return nil
 	}
+	var err error
 	if p.action == recreate {
 		err = c.write(k, seen, opRecreate, func() error {
 			if err := c.writer.Delete(ctx, k.Kind, existing.meta); err != nil && !apierrors.IsNotFound(err) {
