@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -55,7 +56,7 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "status":
-			os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+			os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr, preview))
 		case "migrate":
 			os.Exit(migrate.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 		case "version", "--version", "-version":
@@ -338,4 +339,18 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	}
 	inf.OnAvailable(rep.NamespaceAvailable)
 	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.NewGauge()}, nil
+}
+
+// preview is the reloader's decision for courier status (status.Preview):
+// what it would do with each consumer, asked without acting.
+func preview(r status.Reloading, objects []runtime.Object) (status.Explain, error) {
+	p, err := reloader.NewPreview(reloader.Options{Namespace: r.Installation, Compat: r.Compat, ReloadAll: r.ReloadAll, NotifyOnly: r.NotifyOnly,
+		View: r.View, Finder: r.Finder}, r.Roles, objects)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, kind, namespace, name string) (status.Verdict, error) {
+		e, err := p.Explain(ctx, kind, namespace, name)
+		return status.Verdict{Verdict: e.Verdict, Policy: e.Policy, Message: e.Message}, err
+	}, nil
 }

@@ -96,6 +96,90 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 	}
 }
 
+// TestStatusTellsEachConsumersVerdict: `courier status` asks the
+// reloader's decision what it would do with each consumer now, and why,
+// without acting (SPEC, courier status): a consumer running what it
+// consumes is up to date, one not opted in says how to opt in, one held by
+// its minimum interval says until when, and with courier stopped an input
+// changed meanwhile is a rollout to come; nothing is written by asking.
+func TestStatusTellsEachConsumersVerdict(t *testing.T) {
+	s := setupReplication(t)
+	a := s.target(t, "a", nil)
+	createSecret(t, s.src, "cfg", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "1"))
+	eventually(t, converge, "replica in "+a, secretIn(a, "cfg", map[string][]byte{"k": []byte("1")}))
+	spec := podSpec([]corev1.EnvVar{keyRef("secret", "cfg", "k")}, nil, nil)
+	createDeployment(t, a, "auto", map[string]string{keyReload: "true"}, spec)
+	createDeployment(t, a, "paced", map[string]string{keyReload: "true", "courier.dev/reload-min-interval": "1h"}, spec)
+	createDeployment(t, a, "plain", nil, spec)
+	settled(t, a, "auto")
+	settled(t, a, "paced")
+	unsettled(t, a, "plain")
+
+	// paced rolls out for the first change, and is held for the second.
+	updateSecret(t, s.src, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	eventually(t, converge, "paced rolled out once", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, a, "paced")
+		return n == 2, err
+	})
+	updateSecret(t, s.src, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("3") })
+	eventually(t, converge, "paced held", eventWith(a, "paced", "ReloadDelayed"))
+	eventually(t, converge, "auto rolled out twice", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, a, "auto")
+		return n == 3, err
+	})
+
+	verdicts := func() map[string]status.Verdict {
+		t.Helper()
+		src := statusOf(t, s, "cfg")
+		out := map[string]status.Verdict{}
+		for _, c := range src.Consumers {
+			if c.Verdict == nil {
+				t.Fatalf("consumer %s/%s has no verdict", c.Namespace, c.Name)
+			}
+			out[c.Name] = *c.Verdict
+		}
+		return out
+	}
+	got := verdicts()
+	want := map[string]status.Verdict{
+		"auto":  {Verdict: "up to date", Policy: "compared", Message: "its pods run what it consumes now"},
+		"plain": {Verdict: "not opted in", Policy: "compared", Message: `no input is opted in: annotate it courier.dev/reload: "true", name inputs in courier.dev/reload-on, or annotate an input courier.dev/reload: "true"`},
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: verdict %+v, want %+v", name, got[name], w)
+		}
+	}
+	if v := got["paced"]; v.Verdict != "held" || v.Policy != "minimum interval" || !strings.Contains(v.Message, "secret/cfg changed within courier.dev/reload-min-interval=1h0m0s") {
+		t.Errorf("paced: verdict %+v, want held by the minimum interval", v)
+	}
+
+	// With courier stopped, a change waits: status says it rolls out, and
+	// asking writes nothing.
+	s.courier.Stop()
+	updateSecret(t, a, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("edited") })
+	d, err := admin().AppsV1().Deployments(a).Get(t.Context(), "auto", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdicts()["auto"]; v.Verdict != "rolls out" || v.Policy != "roll out" || v.Message != "secret/cfg changed since its pods were given their content" {
+		t.Errorf("auto after its input changed: verdict %+v, want rolls out for secret/cfg", v)
+	}
+	table := courierStatus(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	for _, want := range []string{"VERDICT", "WHY", "rolls out", "not opted in", "held"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	after, err := admin().AppsV1().Deployments(a).Get(t.Context(), "auto", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != d.ResourceVersion {
+		t.Errorf("asking status changed Deployment auto (resourceVersion %s → %s)", d.ResourceVersion, after.ResourceVersion)
+	}
+}
+
 // statusReport runs `courier status -o json` with args and decodes it.
 func statusReport(t *testing.T, args ...string) status.Report {
 	t.Helper()

@@ -152,33 +152,9 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 	if o.QPS <= 0 || o.Burst < 1 {
 		return nil, fmt.Errorf("reloader: QPS and Burst must be positive")
 	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	c := &Controller{
-		opts:       o,
-		client:     client,
-		logger:     logger.Named("reloader"),
-		recorder:   recorder,
-		kinds:      map[string]kindInfo{},
-		secrets:    secrets.GetIndexer(),
-		configMaps: configMaps.GetIndexer(),
-		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced},
-		// Backoff per workload: 200 ms doubling to 5 min.
-		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
-		limiter:     flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
-		metrics:     newMetrics(reg),
-		storms:      newStorms(o.StormChanges, o.StormWindow, o.Debounce, o.Clock.Now),
-		entries:     map[types.UID]cachedEntries{},
-		hints:       newExpiring[string, hint](hintTTL(o.Debounce), o.Clock.Now),
-		templates:   newExpiring[types.UID, templateAt](hintTTL(o.Debounce), o.Clock.Now),
-		pendingJobs: map[key]pendingJob{},
-		lost:        map[types.UID][]unansweredRollout{},
-		providers:   map[string]*unstructured.Unstructured{},
-	}
-	reg.MustRegister(c.storms)
+	c := newController(client, recorder, reg, logger, o)
+	c.secrets, c.configMaps = secrets.GetIndexer(), configMaps.GetIndexer()
+	c.synced = []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced}
 	for _, kind := range workload.Kinds {
 		i, ok := workloads[kind]
 		if !ok {
@@ -202,6 +178,36 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		}
 	}
 	return c, nil
+}
+
+// newController is the reloader with no caches yet and its per-process
+// state empty: what New and Preview start from.
+func newController(client kubernetes.Interface, recorder record.EventRecorder, reg prometheus.Registerer, logger *zap.Logger, o Options) *Controller {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	c := &Controller{
+		opts:     o,
+		client:   client,
+		logger:   logger.Named("reloader"),
+		recorder: recorder,
+		kinds:    map[string]kindInfo{},
+		// Backoff per workload: 200 ms doubling to 5 min.
+		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
+		limiter:     flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
+		metrics:     newMetrics(reg),
+		storms:      newStorms(o.StormChanges, o.StormWindow, o.Debounce, o.Clock.Now),
+		entries:     map[types.UID]cachedEntries{},
+		hints:       newExpiring[string, hint](hintTTL(o.Debounce), o.Clock.Now),
+		templates:   newExpiring[types.UID, templateAt](hintTTL(o.Debounce), o.Clock.Now),
+		pendingJobs: map[key]pendingJob{},
+		lost:        map[types.UID][]unansweredRollout{},
+		providers:   map[string]*unstructured.Unstructured{},
+	}
+	reg.MustRegister(c.storms)
+	return c
 }
 
 // Run syncs while this process leads, until ctx ends; it may be called again

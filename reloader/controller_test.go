@@ -43,6 +43,9 @@ type fixture struct {
 	recorder *record.FakeRecorder
 }
 
+// fixtureNow is the time on a fixture's clock.
+var fixtureNow = time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
+
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
@@ -52,7 +55,7 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	}
 	rec := record.NewFakeRecorder(100)
 	opts.QPS, opts.Burst, opts.Namespace = 100, 100, "courier"
-	opts.Clock = testingclock.NewFakeClock(time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC))
+	opts.Clock = testingclock.NewFakeClock(fixtureNow)
 	c, err := New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), rec, prometheus.NewRegistry(), zap.NewNop(), opts)
 	if err != nil {
 		t.Fatal(err)

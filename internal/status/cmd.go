@@ -16,6 +16,7 @@ import (
 	"github.com/courier-k8s/courier/internal/config"
 	"github.com/courier-k8s/courier/internal/settings"
 	"github.com/courier-k8s/courier/internal/source"
+	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -25,7 +26,9 @@ import (
 // courier's leader published (package settings), and a flag given wins. It
 // returns the exit code: 0, 1 when the cluster could not be read, 2 on bad
 // flags or when several installations leave it to --namespace to choose.
-func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// preview (nil: none) is the reloader's decision, asked for each consumer's
+// verdict (Verdicts).
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, preview Preview) int {
 	cmd := config.NewSubcommand("status", "Prints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nIt reports what the running courier does: it reads the settings its leader publishes (ConfigMap\n"+settings.Name+" in courier's namespace); a flag given here (or its COURIER_* variable) wins. With several\ninstallations running, --namespace picks one.", stderr)
 	var f flags
 	var resources workload.Resources
@@ -73,6 +76,15 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	}
 	o.NotifyOnly = inst != nil && inst.ReloadMode == "notify"
 	r := Build(c, o.Options)
+	if preview != nil {
+		v, err := view.New(o.scope.Namespaces, o.scope.ResourceLabels, nil)
+		if err != nil {
+			cmd.Fail(err)
+			return 1
+		}
+		Verdicts(ctx, client, &r, c, o.scope, Reloading{Installation: o.Installation, Compat: o.Compat.Reloader, ReloadAll: inst != nil && inst.ReloadAll,
+			NotifyOnly: o.NotifyOnly, Roles: o.roles(), View: v, Finder: informers.NewFinder(meta)}, preview)
+	}
 	r.Installation = inst
 	r.Scope = scopeNote(o.scope)
 	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources, o.scope)

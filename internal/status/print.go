@@ -84,7 +84,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			s.Targets, s.InSync, s.Conflict, s.Error, s.Problem)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "CONSUMER\tINPUT\tFROM SOURCE\tLAST RELOAD\tRELOADED FOR")
+	fmt.Fprintln(tw, "CONSUMER\tINPUT\tFROM SOURCE\tLAST RELOAD\tRELOADED FOR\tVERDICT\tWHY")
 	n := 0
 	for _, s := range r.Sources {
 		for _, c := range s.Consumers {
@@ -100,7 +100,11 @@ func (r Report) WriteTable(w io.Writer) error {
 			if c.NotifyOnly {
 				consumer += " (notify only)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", consumer, input, s.Ref(), at, why)
+			verdict, because := "-", "-"
+			if v := c.Verdict; v != nil {
+				verdict, because = v.Verdict, v.Message
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", consumer, input, s.Ref(), at, why, verdict, because)
 			n++
 		}
 	}

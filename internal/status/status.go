@@ -98,6 +98,9 @@ type Consumer struct {
 	// ("" when courier never rolled it out).
 	ReloadedAt  string `json:"reloadedAt,omitempty"`
 	ReloadedFor string `json:"reloadedFor,omitempty"`
+	// Verdict is what courier's reloader would do with it now, and why
+	// (nil when status was not given the decision: see Verdicts).
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // Options are the daemon's flags that decide what a source does.
@@ -113,7 +116,13 @@ type Options struct {
 // roleOf is what m is to the courier these Options describe (package
 // role); a push does not depend on the type, which metadata lacks.
 func (o Options) roleOf(m metav1.Object) role.Role {
-	return role.Of(m, "", role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation})
+	return role.Of(m, "", o.roles())
+}
+
+// roles is the configuration roles depend on (package role) of the courier
+// these Options describe.
+func (o Options) roles() role.Config {
+	return role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation}
 }
 
 // Cluster is what the report is built from.
