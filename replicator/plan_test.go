@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-k8s/courier/internal/replica"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -178,6 +180,59 @@ func TestClassify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := replica.Classify(testInstallation, ref, replica.Want{Hash: hash}, tt.obj, tt.objHash); got != tt.want {
 				t.Errorf("Classify = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlanPull has a row for each cause of a pull's refusal, in the order
+// they are checked, and for each outcome of an honoured pull; the facts are
+// what syncPull reads from the cache.
+func TestPlanPull(t *testing.T) {
+	const via = "replicator.v1.mittwald.de/replicate-from"
+	honoured := func() pullFacts {
+		return pullFacts{kind: "Secret", namespace: "app", name: "db", ref: "platform/db", via: via, role: role.PullTarget,
+			srcNS: "platform", srcName: "db", allowed: true, eligible: true, sourceNamespaces: "platform", excludeNamespaces: "kube-*",
+			hash: "h2", held: "h2", stamped: "h2", pulledFrom: "platform/db", stampedVia: via}
+	}
+	refused := func(why string) pullPlan { return pullPlan{action: pullRefuse, why: why} }
+	for _, tc := range []struct {
+		name   string
+		change func(*pullFacts)
+		want   pullPlan
+	}{
+		{"no longer a pull", func(f *pullFacts) { *f = pullFacts{gone: true} }, pullPlan{action: pullNothing}},
+		{"not namespace/name", func(f *pullFacts) { f.ref, f.srcNS, f.srcName = "db", "", "db" },
+			refused("the value must be <namespace>/<name>")},
+		{"itself", func(f *pullFacts) { f.srcNS = "app" }, refused("it names this object itself")},
+		{"a source itself", func(f *pullFacts) { f.role = role.Source },
+			refused("this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + via + ", or make another object pull")},
+		{"a replica itself", func(f *pullFacts) { f.role = role.Replica }, refused("this object is a courier replica itself")},
+		{"another installation's", func(f *pullFacts) { f.allowed, f.elsewhere = false, true }, pullPlan{action: pullElsewhere}},
+		{"a namespace not allowed", func(f *pullFacts) { f.allowed = false },
+			refused("namespace platform is not an allowed source namespace (--source-namespaces=platform); move the source or add its namespace")},
+		{"a namespace not eligible", func(f *pullFacts) { f.eligible = false },
+			refused("courier replicates into namespace app from platform in no way (the source's own namespace, a system namespace, one in --exclude-namespaces=kube-*, one labelled courier.dev/replication=disabled, or one being deleted)")},
+		{"immutable", func(f *pullFacts) { f.immutable = true }, refused("this object is immutable; delete it and create it again without immutable")},
+		{"no source", func(f *pullFacts) { f.srcMissing, f.unseen = true, " (or courier does not see it)" },
+			refused("the source Secret platform/db does not exist (or courier does not see it); what this object holds stays as it is")},
+		{"a token", func(f *pullFacts) { f.token = true }, refused("kubernetes.io/service-account-token Secrets are never copied")},
+		{"the source refuses", func(f *pullFacts) { f.pullRefused = "the source lacks x: \"true\"" }, refused("the source lacks x: \"true\"")},
+		{"values not held yet", func(f *pullFacts) { f.digested = true }, refused("courier does not hold the source's values yet")},
+		{"an invalid source", func(f *pullFacts) { f.specErr = errors.New("courier.dev/replicate-keys: bad") },
+			refused("the source's courier.dev/replicate-keys: bad")},
+		{"in sync", func(*pullFacts) {}, pullPlan{action: pullNothing}},
+		{"the source changed", func(f *pullFacts) { f.hash = "h3" }, pullPlan{action: pullFill}},
+		{"first fill", func(f *pullFacts) { f.held, f.stamped, f.pulledFrom, f.stampedVia = "h0", "", "", "" }, pullPlan{action: pullFill}},
+		{"edited by someone else", func(f *pullFacts) { f.held = "h9" }, pullPlan{action: pullFill, reverted: true}},
+		{"the source's content written by another tool", func(f *pullFacts) { f.stamped = "h1" }, pullPlan{action: pullFill}},
+		{"another via", func(f *pullFacts) { f.stampedVia = "reflector" }, pullPlan{action: pullFill}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := honoured()
+			tc.change(&f)
+			if diff := cmp.Diff(tc.want, planPull(f), cmp.AllowUnexported(pullPlan{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -45,7 +45,9 @@ func (c *Controller) enqueuePulls(kind string, m metav1.Object, pullers bool, se
 // pull annotation names, when that source allows it the way the other tool
 // requires. It keeps the object's type, labels and other annotations: the
 // object stays its owner's; courier only keeps its content equal to the
-// source's. A refusal writes nothing and says why on the object.
+// source's. A refusal writes nothing and says why on the object. Like a
+// pair: the facts from the cache (pullFactsOf), a plan (planPull, pure),
+// then the plan carried out.
 func (c *Controller) syncPull(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
 	o := c.objects[k.Kind]
@@ -54,61 +56,174 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 		return err
 	}
 	r := c.roleOf(t)
-	ref, via := r.PullRef, r.PullVia
-	if via == "" || t.meta.GetDeletionTimestamp() != nil {
-		c.forgetTold(t.meta.GetUID()) // no longer a pull
-		return nil
+	f, src, err := c.pullFactsOf(k, o, t, r)
+	if err != nil {
+		return err // the namespace is not in the cache yet: retried (quietly) until it is
 	}
-	if _, err := c.namespaces.Get(k.Namespace); err != nil {
-		return err // not in the cache yet: retried (quietly) until it is
-	}
-	src, why := c.pullSource(k, o, t, r)
-	if why == servedElsewhere {
+	p := planPull(f)
+	switch p.action {
+	case pullElsewhere:
 		c.logger.Debug("a pull from a namespace another installation serves", zap.Stringer("pull", k))
 		return nil
-	}
-	if why != "" {
-		c.refusePull(k, t, r, why)
+	case pullRefuse:
+		c.refusePull(k, t, r, p.why)
 		return nil
 	}
-	spec, err := source.Parse(src.meta.GetAnnotations())
-	if err != nil {
-		c.refusePull(k, t, r, fmt.Sprintf("the source's %v", err))
+	c.forgetTold(t.meta.GetUID()) // honoured, or no longer a pull
+	if p.action != pullFill {
 		return nil
 	}
-	c.forgetTold(t.meta.GetUID())
-	hash := c.hash(src, spec)
-	a := t.meta.GetAnnotations()
-	held := content.Hash(t.entries())
-	if held == hash && a[wellknown.ContentHash] == hash && a[wellknown.PulledFrom] == ref && a[wellknown.Via] == via {
-		return nil
-	}
-	// Neither what courier wrote nor the source's content: someone else
-	// wrote it (another tool writing the source's content is no revert).
-	reverted := a[wellknown.PulledFrom] == ref && a[wellknown.ContentHash] != held && held != hash
 	at := k.Namespace + "/" + k.Name
-	if reverted && c.contested(k, t, at, ref) {
+	if p.reverted && c.contested(k, t, at, f.ref) {
 		return nil
 	}
-	ours := map[string]string{wellknown.PulledFrom: ref, wellknown.ContentHash: hash, wellknown.Via: via}
-	patch, err := pullPatch(t, src, spec, ours)
+	ours := map[string]string{wellknown.PulledFrom: f.ref, wellknown.ContentHash: f.hash, wellknown.Via: f.via}
+	patch, err := pullPatch(t, src, f.spec, ours)
 	if err != nil {
 		return err
 	}
 	err = c.write(k, seen, opPull, func() error { return c.writer.Patch(ctx, k.Kind, k.Namespace, k.Name, patch) })
-	if err == nil && reverted {
+	if err == nil && p.reverted {
 		c.reverted(k, t, at, fmt.Sprintf(
 			"this %s pulls from %s (%s) and was changed by someone other than courier; it has been reverted to the source's content. Change the source instead, or remove %s",
-			k.Kind, ref, via, via))
+			k.Kind, f.ref, f.via, f.via))
 	}
 	return err
 }
 
-// servedElsewhere is pullSource's answer for a pull from a namespace
-// outside --source-namespaces while other installations run, or may run
-// unseen (a scoped view): one of them may serve it, and this one says
-// nothing.
-const servedElsewhere = "served elsewhere"
+// pullFacts is what planPull needs to know of an object pulling from a
+// source (its pull annotation via, naming ref), read from the cache.
+type pullFacts struct {
+	kind, namespace, name string
+	ref, via              string
+	role                  role.Kind
+	gone                  bool // no longer a pull, or being deleted
+	// The source's namespace: allowed by --source-namespaces, and whether
+	// other installations serve it, or may (a scoped view cannot tell).
+	srcNS, srcName      string
+	allowed, elsewhere  bool
+	sourceNamespaces    string // --source-namespaces, for the refusal
+	excludeNamespaces   string // --exclude-namespaces, likewise
+	eligible, immutable bool
+	// The source.
+	srcMissing, token bool
+	unseen            string // what a missing source's refusal adds under a scoped view
+	pullRefused       string // the source's refusal of this pull (source.PullAllowed); "" when allowed
+	digested          bool   // the cache does not hold its values yet
+	spec              source.Spec
+	specErr           error
+	hash              string // what the pulling object should hold (the source's, spec applied)
+	// The pulling object: the content hash of what it holds, and courier's
+	// annotations on it.
+	held, stamped, pulledFrom, stampedVia string
+}
+
+// pullFactsOf reads what the pull of t (role r) needs, and its source
+// (nil when there is none to read). It fails while t's namespace is not in
+// the cache.
+func (c *Controller) pullFactsOf(k key, o *objects, t *item, r role.Role) (pullFacts, *item, error) {
+	f := pullFacts{kind: k.Kind, namespace: k.Namespace, name: k.Name, ref: r.PullRef, via: r.PullVia, role: r.Kind,
+		gone: r.PullVia == "" || t.meta.GetDeletionTimestamp() != nil}
+	if f.gone {
+		return f, nil, nil
+	}
+	target, err := c.namespaces.Get(k.Namespace)
+	if err != nil {
+		return f, nil, err
+	}
+	a := t.meta.GetAnnotations()
+	f.held, f.stamped, f.pulledFrom, f.stampedVia = content.Hash(t.entries()), a[wellknown.ContentHash], a[wellknown.PulledFrom], a[wellknown.Via]
+	f.immutable, f.unseen = t.immutable, c.unseen()
+	f.sourceNamespaces, f.excludeNamespaces = c.opts.SourceNamespaces.String(), c.opts.ExcludeNamespaces.String()
+	if ns, name, err := cache.SplitMetaNamespaceKey(f.ref); err == nil {
+		f.srcNS, f.srcName = ns, name
+	}
+	if f.srcNS == "" || f.srcName == "" {
+		return f, nil, nil
+	}
+	f.allowed = c.opts.SourceNamespaces.Match(f.srcNS)
+	f.elsewhere = c.opts.View.Scoped() || len(c.objects[kindSecret].indexer.ListIndexFuncValues(informers.Installations)) > 1
+	f.eligible = c.eligible(k.Namespace, f.srcNS)
+	src, err := o.get(f.srcNS, f.srcName)
+	if f.srcMissing = err != nil || src == nil; f.srcMissing {
+		return f, nil, nil
+	}
+	f.token = src.typ == corev1.SecretTypeServiceAccountToken
+	if ok, why := source.PullAllowed(src.meta.GetAnnotations(), f.via, target); !ok {
+		f.pullRefused = why
+	}
+	if f.digested = content.IsDigested(src.meta); f.digested {
+		return f, src, nil
+	}
+	if f.spec, f.specErr = source.Parse(src.meta.GetAnnotations()); f.specErr == nil {
+		f.hash = c.hash(src, f.spec)
+	}
+	return f, src, nil
+}
+
+// pullAction is what syncing a pull does.
+type pullAction int
+
+const (
+	pullNothing   pullAction = iota // no longer a pull, or it holds the source's content
+	pullElsewhere                   // another installation's to serve or refuse: say nothing
+	pullRefuse                      // not honoured: say why on the object (once per cause)
+	pullFill                        // write the source's content into it
+)
+
+// pullPlan is what a pull's sync does, and why.
+type pullPlan struct {
+	action pullAction
+	why    string // pullRefuse's cause
+	// reverted: the write undoes someone else's change to the object.
+	reverted bool
+}
+
+// planPull decides a pull's sync from its facts alone: the first refusal
+// that applies, in order, or whether to fill it. It reads nothing and
+// writes nothing.
+func planPull(f pullFacts) pullPlan {
+	refuse := func(why string) pullPlan { return pullPlan{action: pullRefuse, why: why} }
+	switch {
+	case f.gone:
+		return pullPlan{action: pullNothing}
+	case f.srcNS == "" || f.srcName == "":
+		return refuse("the value must be <namespace>/<name>")
+	case f.srcNS == f.namespace && f.srcName == f.name:
+		return refuse("it names this object itself")
+	case f.role == role.Source:
+		return refuse("this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + f.via + ", or make another object pull")
+	case f.role != role.PullTarget:
+		return refuse("this object is a courier " + f.role.String() + " itself")
+	case !f.allowed && f.elsewhere:
+		// Not this installation's to serve or refuse: another one serves
+		// it, or may (a scoped courier cannot see the digest keys that
+		// tell other installations apart).
+		return pullPlan{action: pullElsewhere}
+	case !f.allowed:
+		return refuse(fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", f.srcNS, f.sourceNamespaces))
+	case !f.eligible:
+		return refuse(fmt.Sprintf("courier replicates into namespace %s from %s in no way (the source's own namespace, a system namespace, one in --exclude-namespaces=%s, one labelled %s=disabled, or one being deleted)",
+			f.namespace, f.srcNS, f.excludeNamespaces, wellknown.Replication))
+	case f.immutable:
+		return refuse("this object is immutable; delete it and create it again without immutable")
+	case f.srcMissing:
+		return refuse(fmt.Sprintf("the source %s %s does not exist%s; what this object holds stays as it is", f.kind, f.ref, f.unseen))
+	case f.token:
+		return refuse(fmt.Sprintf("%s Secrets are never copied", corev1.SecretTypeServiceAccountToken))
+	case f.pullRefused != "":
+		return refuse(f.pullRefused)
+	case f.digested:
+		return refuse("courier does not hold the source's values yet") // the cache catches up; its update enqueues this again
+	case f.specErr != nil:
+		return refuse(fmt.Sprintf("the source's %v", f.specErr))
+	case f.held == f.hash && f.stamped == f.hash && f.pulledFrom == f.ref && f.stampedVia == f.via:
+		return pullPlan{action: pullNothing}
+	}
+	// Neither what courier wrote nor the source's content: someone else
+	// wrote it (another tool writing the source's content is no revert).
+	return pullPlan{action: pullFill, reverted: f.pulledFrom == f.ref && f.stamped != f.held && f.held != f.hash}
+}
 
 // refusePull tells t's owner why its pull is not honoured: once per cause
 // (a source change, a resync or a new term that finds the same cause says
@@ -136,53 +251,6 @@ func (c *Controller) forgetTold(uid types.UID) {
 	c.mu.Lock()
 	delete(c.told, uid)
 	c.mu.Unlock()
-}
-
-// pullSource returns the source t pulls from, or why courier does not
-// honour the pull.
-func (c *Controller) pullSource(k key, o *objects, t *item, r role.Role) (*item, string) {
-	ref, via := r.PullRef, r.PullVia
-	srcNS, srcName, err := cache.SplitMetaNamespaceKey(ref)
-	switch {
-	case err != nil || srcNS == "" || srcName == "":
-		return nil, "the value must be <namespace>/<name>"
-	case srcNS == k.Namespace && srcName == k.Name:
-		return nil, "it names this object itself"
-	case r.Kind == role.Source:
-		return nil, "this object is a source itself (it replicates, allows pulls or is protected): courier keeps it a source and never fills it from another; remove " + via + ", or make another object pull"
-	case r.Kind != role.PullTarget:
-		return nil, "this object is a courier " + r.Kind.String() + " itself"
-	case !c.opts.SourceNamespaces.Match(srcNS) && (c.opts.View.Scoped() || len(c.objects[kindSecret].indexer.ListIndexFuncValues(informers.Installations)) > 1):
-		// Not this installation's to serve or refuse: another one serves
-		// it, or may (a scoped courier cannot see the digest keys that
-		// tell other installations apart).
-		return nil, servedElsewhere
-	case !c.opts.SourceNamespaces.Match(srcNS):
-		return nil, fmt.Sprintf("namespace %s is not an allowed source namespace (--source-namespaces=%s); move the source or add its namespace", srcNS, c.opts.SourceNamespaces)
-	case !c.eligible(k.Namespace, srcNS):
-		return nil, fmt.Sprintf("courier replicates into namespace %s from %s in no way (the source's own namespace, a system namespace, one in --exclude-namespaces=%s, one labelled %s=disabled, or one being deleted)",
-			k.Namespace, srcNS, c.opts.ExcludeNamespaces, wellknown.Replication)
-	case t.immutable:
-		return nil, "this object is immutable; delete it and create it again without immutable"
-	}
-	src, err := o.get(srcNS, srcName)
-	switch {
-	case err != nil || src == nil:
-		return nil, fmt.Sprintf("the source %s %s does not exist%s; what this object holds stays as it is", k.Kind, ref, c.unseen())
-	case src.typ == corev1.SecretTypeServiceAccountToken:
-		return nil, fmt.Sprintf("%s Secrets are never copied", corev1.SecretTypeServiceAccountToken)
-	}
-	target, err := c.namespaces.Get(k.Namespace)
-	if err != nil {
-		return nil, fmt.Sprintf("namespace %s is not known yet", k.Namespace) // syncPull waits for it first
-	}
-	if ok, why := source.PullAllowed(src.meta.GetAnnotations(), via, target); !ok {
-		return nil, why
-	}
-	if content.IsDigested(src.meta) {
-		return nil, "courier does not hold the source's values yet" // the cache catches up; its update enqueues this again
-	}
-	return src, ""
 }
 
 // pullPatch is the JSON patch that fills t, an object pulling from src,
