@@ -100,7 +100,8 @@ func TestStatusReportsEverySourceAndItsConsumers(t *testing.T) {
 // reloader's decision what it would do with each consumer now, and why,
 // without acting (SPEC, courier status): a consumer running what it
 // consumes is up to date, one not opted in says how to opt in, one held by
-// its minimum interval says until when, and with courier stopped an input
+// its minimum interval says until when, one opted in by its input's source
+// is up to date too, and with courier stopped an input
 // changed meanwhile is a rollout to come; nothing is written by asking.
 func TestStatusTellsEachConsumersVerdict(t *testing.T) {
 	s := setupReplication(t)
@@ -111,8 +112,13 @@ func TestStatusTellsEachConsumersVerdict(t *testing.T) {
 	createDeployment(t, a, "auto", map[string]string{keyReload: "true"}, spec)
 	createDeployment(t, a, "paced", map[string]string{keyReload: "true", "courier.dev/reload-min-interval": "1h"}, spec)
 	createDeployment(t, a, "plain", nil, spec)
+	// Opted in by its input's source: a replica carries no courier.dev/reload.
+	createSecret(t, s.src, "tls", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("crt", "1"))
+	eventually(t, converge, "replica of tls in "+a, secretIn(a, "tls", map[string][]byte{"crt": []byte("1")}))
+	createDeployment(t, a, "bysource", nil, podSpec([]corev1.EnvVar{keyRef("secret", "tls", "crt")}, nil, nil))
 	settled(t, a, "auto")
 	settled(t, a, "paced")
+	settled(t, a, "bysource")
 	unsettled(t, a, "plain")
 
 	// paced rolls out for the first change, and is held for the second.
@@ -130,9 +136,15 @@ func TestStatusTellsEachConsumersVerdict(t *testing.T) {
 
 	verdicts := func() map[string]status.Verdict {
 		t.Helper()
-		src := statusOf(t, s, "cfg")
+		r := statusReport(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
 		out := map[string]status.Verdict{}
-		for _, c := range src.Consumers {
+		var consumers []status.Consumer
+		for _, name := range []string{"cfg", "tls"} {
+			if src := sourceIn(r, s.src+"/"+name); src != nil {
+				consumers = append(consumers, src.Consumers...)
+			}
+		}
+		for _, c := range consumers {
 			if c.Verdict == nil {
 				t.Fatalf("consumer %s/%s has no verdict", c.Namespace, c.Name)
 			}
@@ -142,8 +154,9 @@ func TestStatusTellsEachConsumersVerdict(t *testing.T) {
 	}
 	got := verdicts()
 	want := map[string]status.Verdict{
-		"auto":  {Verdict: "up to date", Policy: "compared", Message: "its pods run what it consumes now"},
-		"plain": {Verdict: "not opted in", Policy: "compared", Message: `no input is opted in: annotate it courier.dev/reload: "true", name inputs in courier.dev/reload-on, or annotate an input courier.dev/reload: "true"`},
+		"auto":     {Verdict: "up to date", Policy: "compared", Message: "its pods run what it consumes now"},
+		"bysource": {Verdict: "up to date", Policy: "compared", Message: "its pods run what it consumes now"},
+		"plain":    {Verdict: "not opted in", Policy: "compared", Message: `no input is opted in: annotate it courier.dev/reload: "true", name inputs in courier.dev/reload-on, or annotate an input courier.dev/reload: "true"`},
 	}
 	for name, w := range want {
 		if got[name] != w {

@@ -263,10 +263,7 @@ func (c *Custom) reconcile(r workload.Resource, crd any) {
 	inf := perNamespace(c.scope, func(ns string) cache.SharedIndexInformer {
 		return informerOf(c.client.Resource(want.GVR()).Namespace(ns), c.client, &unstructured.Unstructured{}, want.GVR().String(), nil, cache.Indexers{})
 	})
-	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
-	if r.HasTemplate() {
-		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef
-	}
+	indexers := CustomIndexers(r)
 	_, herr := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if m, err := meta.Accessor(Unwrap(obj)); err == nil {
 			c.forgetWarned(r.GroupResource, m.GetUID())
@@ -432,6 +429,15 @@ func trimCRD(obj any) (any, error) {
 		_ = unstructured.SetNestedSlice(out.Object, conditions, "status", "conditions")
 	}
 	return out, nil
+}
+
+// CustomIndexers are the indexers the informer of custom kind r gets.
+func CustomIndexers(r workload.Resource) cache.Indexers {
+	indexers := cache.Indexers{ConsumersByInput: indexConsumersByInput}
+	if r.HasTemplate() {
+		indexers[RolloutsByWorkloadRef] = indexByWorkloadRef
+	}
+	return indexers
 }
 
 func indexByWorkloadRef(obj any) ([]string, error) {

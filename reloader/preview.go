@@ -27,10 +27,12 @@ import (
 type Preview struct{ c *Controller }
 
 // NewPreview fills a preview's caches with objects: the Secrets and
-// ConfigMaps the workloads consume, in full (the digest key among them), and
-// the workloads, typed. roles is what courier's caches keep of each object
-// (informers.Transform); o as the running courier's (QPS, Burst, Clock and
-// the hooks are not read).
+// ConfigMaps the workloads consume, in full (the digest key among them; the
+// other installations' keys and the sources of replicas may be metadata
+// only), the workloads, typed, and Argo Rollouts as workload.Objects (so a
+// Deployment whose template a Rollout takes is known as such). roles is
+// what courier's caches keep of each object (informers.Transform); o as the
+// running courier's (QPS, Burst, Clock and the hooks are not read).
 func NewPreview(o Options, roles role.Config, objects []runtime.Object) (*Preview, error) {
 	o.QPS, o.Burst, o.Pending, o.Replicating, o.ProviderStatuses, o.Notifier = 1, 1, nil, nil, nil, nil
 	c := newController(nil, nil, prometheus.NewRegistry(), zap.NewNop(), o)
@@ -45,6 +47,8 @@ func NewPreview(o Options, roles role.Config, objects []runtime.Object) (*Previe
 	for _, kind := range workload.Kinds {
 		c.kinds[kind] = kindInfo{indexer: indexer(informers.WorkloadIndexers), hashPath: workload.HashPath(kind)}
 	}
+	rollouts := workload.Resource{GroupResource: workload.Rollouts, Path: workload.HashPath(workload.Deployment)}
+	c.kinds[workload.Rollout] = kindInfo{indexer: indexer(informers.CustomIndexers(rollouts)), hashPath: rollouts.Path}
 	keep := informers.Transform(informers.SourcesIn(roles))
 	for _, obj := range objects {
 		into := c.kinds[workload.KindOf(obj)].indexer

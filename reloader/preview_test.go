@@ -22,6 +22,13 @@ import (
 func TestPreviewTellsWhatSyncWouldDo(t *testing.T) {
 	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "courier", Name: KeySecret,
 		Labels: map[string]string{wellknown.DigestKey: "true"}}, Data: map[string][]byte{"key": make([]byte, 32)}}
+	// The baselines another installation wrote, by row.
+	wroteBy := map[string]string{"another installation's": "other", "a gone installation's": "other"}
+	// Another installation's key, as status reads it: metadata only.
+	otherKey := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: KeySecret, Labels: map[string]string{wellknown.DigestKey: "true"}}}
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "db", Annotations: map[string]string{wellknown.Reload: "true", wellknown.ReplicateTo: ""}},
+		Data: map[string][]byte{"k": []byte("v1")}}
+	replicaOf := secret("db", "v1", map[string]string{wellknown.Source: "platform/db"})
 	recently := fixtureNow.Add(-time.Minute).Format(time.RFC3339)
 	for _, tc := range []struct {
 		name        string
@@ -46,6 +53,12 @@ func TestPreviewTellsWhatSyncWouldDo(t *testing.T) {
 			Explanation{Verdict: VerdictHeld, Policy: "compared", Message: "secret/db is gone: nothing rolls out until it is back"}, 0},
 		{"no digest key", map[string]string{wellknown.Reload: "true"}, true, []runtime.Object{secret("db", "v2", nil)}, Options{},
 			Explanation{Verdict: VerdictCannotTell, Policy: "no digest key", Message: "the digest key courier/courier-digest-key is not there yet"}, -1},
+		{"another installation's", map[string]string{wellknown.Reload: "true"}, true, []runtime.Object{key, otherKey, secret("db", "v2", nil)}, Options{},
+			Explanation{Verdict: VerdictElsewhere, Policy: "another installation's", Message: "its baseline was written by the courier installation in namespace other, which reloads it"}, 0},
+		{"a gone installation's", map[string]string{wellknown.Reload: "true"}, true, []runtime.Object{key, secret("db", "v2", nil)}, Options{},
+			Explanation{Verdict: VerdictRecords, Policy: "compared", Message: "first sight: courier records what it consumes and rolls nothing out; a later change rolls it out"}, 1},
+		{"opted in by the source of its replica", nil, false, []runtime.Object{key, replicaOf, source}, Options{},
+			Explanation{Verdict: VerdictRecords, Policy: "compared", Message: "first sight: courier records what it consumes and rolls nothing out; a later change rolls it out"}, 1},
 		{"minimum interval", map[string]string{wellknown.Reload: "true", wellknown.ReloadMinInterval: "1h", wellknown.ReloadedAt: recently}, true,
 			[]runtime.Object{key, secret("db", "v2", nil)}, Options{},
 			Explanation{Verdict: VerdictHeld, Policy: "minimum interval"}, 0},
@@ -54,7 +67,11 @@ func TestPreviewTellsWhatSyncWouldDo(t *testing.T) {
 			d := deployment(tc.annotations, false, "db")
 			if tc.baselined {
 				first := newFixture(t, Options{}, secret("db", "v1", nil), d).sync(t)
-				metav1.SetMetaDataAnnotation(&d.ObjectMeta, wellknown.ConfigInputs, first[0][wellknown.ConfigInputs])
+				recorded := first[0][wellknown.ConfigInputs]
+				if other := wroteBy[tc.name]; other != "" {
+					recorded = strings.Replace(recorded, "installation=courier", "installation="+other, 1)
+				}
+				metav1.SetMetaDataAnnotation(&d.ObjectMeta, wellknown.ConfigInputs, recorded)
 			}
 			objects := append(tc.objects, d)
 			o := tc.opts

@@ -82,8 +82,14 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, p
 			cmd.Fail(err)
 			return 1
 		}
-		Verdicts(ctx, client, &r, c, o.scope, Reloading{Installation: o.Installation, Compat: o.Compat.Reloader, ReloadAll: inst != nil && inst.ReloadAll,
-			NotifyOnly: o.NotifyOnly, Roles: o.roles(), View: v, Finder: informers.NewFinder(meta)}, preview)
+		dyn, err := cmd.Dynamic()
+		if err != nil {
+			cmd.Fail(err)
+			return 1
+		}
+		Verdicts(ctx, client, dyn, &r, c, o.scope, Reloading{Installation: o.Installation, Compat: o.Compat.Reloader, ReloadAll: inst != nil && inst.ReloadAll,
+			NotifyOnly: o.NotifyOnly, Rollouts: slices.ContainsFunc(o.resources, func(r workload.Resource) bool { return r.GroupResource == workload.Rollouts }),
+			CSI: inst != nil && inst.ReloadCSI, Roles: o.roles(), View: v, Finder: informers.NewFinder(meta)}, preview)
 	}
 	r.Installation = inst
 	r.Scope = scopeNote(o.scope)

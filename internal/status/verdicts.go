@@ -3,9 +3,14 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/inputs"
@@ -42,78 +47,170 @@ type Reloading struct {
 	Installation          string
 	Compat                bool // --compat=reloader
 	ReloadAll, NotifyOnly bool
-	Roles                 role.Config
-	View                  view.View
-	Finder                view.Finder
+	// Rollouts: it reloads Argo Rollouts (--reload-resources), so a
+	// Deployment whose template a Rollout takes is reloaded through it.
+	Rollouts bool
+	// CSI: it reads the Secrets Store CSI driver's reports (--reload-csi),
+	// which status does not.
+	CSI    bool
+	Roles  role.Config
+	View   view.View
+	Finder view.Finder
 }
 
 // Verdicts sets the Verdict of every consumer in r. It reads what courier's
-// caches hold of the consumers' inputs (by name, within scope) and courier's
-// digest key, and asks preview; what it could not read makes every verdict
+// caches hold that the decisions read — the consumers' inputs (by name,
+// within scope), the sources of those that are replicas, courier's digest
+// key, the digest key of any other installation a baseline names (its
+// metadata), and with Rollouts the Rollouts of the consumers' namespaces —
+// and asks preview. What it could not read makes the verdicts it decides
 // "cannot tell", saying why. Values read are digested by the preview, never
 // printed.
-func Verdicts(ctx context.Context, client kubernetes.Interface, r *Report, c Cluster, scope informers.Scope, rl Reloading, preview Preview) {
-	explain, err := explainer(ctx, client, r, c, scope, rl, preview)
-	for i := range r.Sources {
-		for j := range r.Sources[i].Consumers {
-			con := &r.Sources[i].Consumers[j]
-			v := Verdict{Verdict: "cannot tell", Message: fmt.Sprint(err)}
-			if err == nil {
-				if v, err = explain(ctx, con.Kind, con.Namespace, con.Name); err != nil {
-					v = Verdict{Verdict: "cannot tell", Message: err.Error()}
-				}
-			}
-			con.Verdict = &v
-		}
-	}
-}
-
-// explainer reads the objects the consumers' decisions need and builds
-// the preview over them.
-func explainer(ctx context.Context, client kubernetes.Interface, r *Report, c Cluster, scope informers.Scope, rl Reloading, preview Preview) (Explain, error) {
+func Verdicts(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, r *Report, c Cluster, scope informers.Scope, rl Reloading, preview Preview) {
 	consumers := map[string]bool{}
 	for _, s := range r.Sources {
 		for _, con := range s.Consumers {
 			consumers[objKey(con.Kind, con.Namespace, con.Name)] = true
 		}
 	}
-	var objects []runtime.Object
-	read := map[string]bool{}
-	add := func(kind, ns, name string) error {
-		if read[objKey(kind, ns, name)] {
-			return nil
+	rd := &reads{client: client, dyn: dyn, scope: scope, rl: rl, read: map[string]bool{}}
+	explain, err := rd.explainer(ctx, c, consumers, preview)
+	for i := range r.Sources {
+		for j := range r.Sources[i].Consumers {
+			con := &r.Sources[i].Consumers[j]
+			v, cerr := Verdict{}, err
+			switch {
+			case cerr == nil && rd.csi[objKey(con.Kind, con.Namespace, con.Name)] != "":
+				cerr = fmt.Errorf("it consumes %s, whose content courier reads from the Secrets Store CSI driver's reports (--reload-csi), which status does not read", rd.csi[objKey(con.Kind, con.Namespace, con.Name)])
+			case cerr == nil:
+				v, cerr = explain(ctx, con.Kind, con.Namespace, con.Name)
+			}
+			if cerr != nil {
+				v = Verdict{Verdict: "cannot tell", Message: cerr.Error()}
+			}
+			con.Verdict = &v
 		}
-		read[objKey(kind, ns, name)] = true
-		obj, err := byName(ctx, client, scope, kind, ns, name)
-		if obj != nil {
-			objects = append(objects, obj)
-		}
-		return err
 	}
-	if err := add(wellknown.KindSecret, rl.Installation, wellknown.DigestKeySecret); err != nil {
-		return nil, fmt.Errorf("courier's digest key, with which it compares what workloads consume, could not be read (%w): run courier status as a user who may list Secrets in %s", err, rl.Installation)
+}
+
+// reads gathers the objects the consumers' decisions need.
+type reads struct {
+	client  kubernetes.Interface
+	dyn     dynamic.Interface
+	scope   informers.Scope
+	rl      Reloading
+	objects []runtime.Object
+	read    map[string]bool   // kind/namespace/name: read already
+	csi     map[string]string // consumer → a SecretProviderClass it consumes (under CSI)
+}
+
+// add reads the Secret or ConfigMap kind ns/name in full, once, and returns
+// it (nil when there is none).
+func (rd *reads) add(ctx context.Context, kind, ns, name string) (runtime.Object, error) {
+	if rd.read[objKey(kind, ns, name)] {
+		return nil, nil
 	}
+	rd.read[objKey(kind, ns, name)] = true
+	obj, err := byName(ctx, rd.client, rd.scope, kind, ns, name)
+	if obj != nil {
+		rd.objects = append(rd.objects, obj)
+	}
+	return obj, err
+}
+
+// explainer reads the objects the consumers' decisions need and builds
+// the preview over them.
+func (rd *reads) explainer(ctx context.Context, c Cluster, consumers map[string]bool, preview Preview) (Explain, error) {
+	if _, err := rd.add(ctx, wellknown.KindSecret, rd.rl.Installation, wellknown.DigestKeySecret); err != nil {
+		return nil, fmt.Errorf("courier's digest key, with which it compares what workloads consume, could not be read (%w): run courier status as a user who may list Secrets in %s", err, rd.rl.Installation)
+	}
+	rolloutsIn := map[string]bool{}
 	for _, w := range c.Workloads {
-		if !consumers[objKey(w.Kind, w.Meta.GetNamespace(), w.Meta.GetName())] {
+		key := objKey(w.Kind, w.Meta.GetNamespace(), w.Meta.GetName())
+		if !consumers[key] {
 			continue
 		}
-		var template map[string]string
-		if w.Template != nil {
-			template = w.Template.Annotations
+		if err := rd.workload(ctx, w, key); err != nil {
+			return nil, err
 		}
-		for _, in := range workload.WithNamed(inputs.Of(w.Spec), w.Meta.GetAnnotations(), template) {
-			if in.Kind != wellknown.KindSecret && in.Kind != wellknown.KindConfigMap {
-				continue
+		if rd.rl.Rollouts && w.Kind == workload.Deployment && !rolloutsIn[w.Meta.GetNamespace()] {
+			rolloutsIn[w.Meta.GetNamespace()] = true
+			if err := rd.rollouts(ctx, w.Meta.GetNamespace()); err != nil {
+				return nil, err
 			}
-			if err := add(in.Kind, w.Meta.GetNamespace(), in.Name); err != nil {
-				return nil, fmt.Errorf("an input of %s %s/%s could not be read: %w", w.Kind, w.Meta.GetNamespace(), w.Meta.GetName(), err)
-			}
-		}
-		if obj, ok := w.Meta.(runtime.Object); ok {
-			objects = append(objects, obj)
 		}
 	}
-	return preview(rl, objects)
+	return preview(rd.rl, rd.objects)
+}
+
+// workload reads what the decision on consumer w (keyed key) reads besides
+// w: its inputs, their sources, another installation's key.
+func (rd *reads) workload(ctx context.Context, w Workload, key string) error {
+	ns := w.Meta.GetNamespace()
+	var template map[string]string
+	if w.Template != nil {
+		template = w.Template.Annotations
+	}
+	for _, in := range workload.WithNamed(inputs.Of(w.Spec), w.Meta.GetAnnotations(), template) {
+		if in.Kind == wellknown.KindSecretProviderClass && rd.rl.CSI {
+			if rd.csi == nil {
+				rd.csi = map[string]string{}
+			}
+			rd.csi[key] = in.ID()
+		}
+		if in.Kind != wellknown.KindSecret && in.Kind != wellknown.KindConfigMap {
+			continue
+		}
+		obj, err := rd.add(ctx, in.Kind, ns, in.Name)
+		if err != nil {
+			return fmt.Errorf("an input of %s %s/%s could not be read: %w", w.Kind, ns, w.Meta.GetName(), err)
+		}
+		// A replica opts in through its source's courier.dev/reload.
+		if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()[wellknown.Source] != "" {
+			if srcNS, srcName, err := cache.SplitMetaNamespaceKey(m.GetAnnotations()[wellknown.Source]); err == nil && srcNS != "" {
+				if _, err := rd.add(ctx, in.Kind, srcNS, srcName); err != nil {
+					return fmt.Errorf("the source of an input of %s %s/%s could not be read: %w", w.Kind, ns, w.Meta.GetName(), err)
+				}
+			}
+		}
+	}
+	if inst := baselineInstallation(w.Meta.GetAnnotations()[wellknown.ConfigInputs]); inst != "" && inst != rd.rl.Installation && !rd.read[objKey(wellknown.KindSecret, inst, wellknown.DigestKeySecret)] {
+		// Whether that installation is there: its key, metadata only.
+		rd.read[objKey(wellknown.KindSecret, inst, wellknown.DigestKeySecret)] = true
+		m, err := rd.rl.Finder.Find(ctx, wellknown.KindSecret, inst, wellknown.DigestKeySecret)
+		if err != nil {
+			return fmt.Errorf("whether the installation in %s that wrote the baseline of %s %s/%s is there could not be read: %w", inst, w.Kind, ns, w.Meta.GetName(), err)
+		}
+		if m != nil {
+			rd.objects = append(rd.objects, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Labels: m.Labels}})
+		}
+	}
+	return nil
+}
+
+// rollouts reads the Argo Rollouts of namespace ns.
+func (rd *reads) rollouts(ctx context.Context, ns string) error {
+	kind := workload.Custom{Resource: workload.Resource{GroupResource: workload.Rollouts, Path: workload.HashPath(workload.Deployment)}, Version: "v1alpha1", Kind: "Rollout"}
+	l, err := rd.dyn.Resource(kind.GVR()).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("the Argo Rollouts of namespace %s could not be read: %w", ns, err)
+	}
+	for i := range l.Items {
+		o, _ := workload.ObjectOf(kind, &l.Items[i]) // one courier cannot read reloads nothing: as the daemon
+		rd.objects = append(rd.objects, o)
+	}
+	return nil
+}
+
+// baselineInstallation is the installation a baseline
+// (courier.dev/config-inputs) names ("" for none).
+func baselineInstallation(baseline string) string {
+	for _, part := range strings.Split(baseline, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "installation="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // byName reads the Secret or ConfigMap kind ns/name in full as courier's
