@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -187,7 +188,8 @@ func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L"
 // kube-apiserver restarted, etcd killed —
 // and then checks the invariants: every targeted namespace holds a replica
 // equal to its source and no other does; objects courier does not own are
-// untouched; every rollout is explained by a consumed change; the last
+// untouched; every rollout is explained by a consumed change, and one last
+// change of both consumed sources rolls every consumer out; the last
 // courier's goroutines did not grow from when it started leading. The
 // audit-log oracle judges every write courier made meanwhile, and that it
 // writes nothing once settled.
@@ -287,7 +289,7 @@ func (k *soak) run(d time.Duration, ops []trace.Op) []oracle.Violation {
 	if k.second.Exited() {
 		k.startSecond()
 	}
-	var vs []oracle.Violation
+	vs := k.lastChangeRollsEveryConsumerOut()
 	start := time.Now()
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		ok, _ := k.converged(ctx)
@@ -322,6 +324,97 @@ func (k *soak) run(d time.Duration, ops []trace.Op) []oracle.Violation {
 	k.courier.Stop()
 	k.second.Stop()
 	return append(vs, k.judge(mark, settledAt)...)
+}
+
+// soakStormWindow is both installations' --reload-storm-window: the soak
+// changes its inputs faster than five times in it, so storms trip, and it
+// is short enough for them to end before the last change.
+const soakStormWindow = 15 * time.Second
+
+// lastChangeWithin bounds the rollouts of the last change: the debounce,
+// then one patch per consumer, paced, by two installations on two cores.
+const lastChangeWithin = 3 * converge
+
+// lastChangeRollsEveryConsumerOut is the lower bound on rollouts (the
+// upper one, no rollout without a change, is checked after it): a courier
+// that never rolled out would pass that. Once every consumer has its
+// baseline and no input is held by the storm breaker (a whole window
+// without a change has ended each storm), the soak edits both consumed
+// sources once more, and every consumer, Deployment or Rollout, must roll
+// out for it.
+func (k *soak) lastChangeRollsEveryConsumerOut() []oracle.Violation {
+	t := k.t
+	eventually(t, converge, "every consumer's baseline", func(ctx context.Context) (bool, error) {
+		for ns := range k.apps {
+			d, err := admin().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+			if err != nil || d.Annotations[keyInputs] == "" {
+				return false, err
+			}
+		}
+		for ns := range k.rolls {
+			u, err := getCustom(ctx, t, k.rollouts, ns, "roll")
+			if err != nil || u.GetAnnotations()[keyInputs] == "" {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	eventually(t, soakStormWindow+converge, "no input held by the storm breaker", func(ctx context.Context) (bool, error) {
+		return metricSum(k.courier.Metrics(ctx), "courier_reloader_suppressed_inputs") == 0 &&
+			metricSum(k.second.Metrics(ctx), "courier_reloader_suppressed_inputs") == 0, nil
+	})
+	// A rollout is a new courier.dev/config-hash in the pod template
+	// (counting ReplicaSets would not do: a Deployment keeps only its last
+	// ten).
+	templateHash := func(ctx context.Context, consumer string) (string, error) {
+		ns, kind, _ := strings.Cut(consumer, "/")
+		if kind == "app" {
+			d, err := admin().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return d.Spec.Template.Annotations[keyConfigHash], nil
+		}
+		u, err := getCustom(ctx, t, k.rollouts, ns, "roll")
+		if err != nil {
+			return "", err
+		}
+		h, _, err := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", keyConfigHash)
+		return h, err
+	}
+	hashes := map[string]string{}
+	for ns := range k.apps {
+		hashes[ns+"/app"] = ""
+	}
+	for ns := range k.rolls {
+		hashes[ns+"/roll"] = ""
+	}
+	for c := range hashes {
+		h, err := templateHash(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[c] = h
+	}
+	k.apply(trace.Op{What: "edit source alpha", NS: "src"})
+	k.apply(trace.Op{What: "edit source delta", NS: "src2"})
+	var left []string
+	_ = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, lastChangeWithin, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for c, before := range hashes {
+			if h, err := templateHash(ctx, c); err != nil || h == before {
+				left = append(left, c)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	slices.Sort(left)
+	t.Logf("the last change of alpha and delta rolled out %d of %d consumers", len(hashes)-len(left), len(hashes))
+	var vs []oracle.Violation
+	for _, w := range left {
+		vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("%s did not roll out within %s for the last change of its input, made after its baseline", w, lastChangeWithin), Request: "all"})
+	}
+	return vs
 }
 
 // replay applies ops in order, as far apart as they were made, but never
@@ -460,7 +553,7 @@ func (k *soak) start() {
 		k.proxy = newFaultProxy(k.t)
 	}
 	// A short Lease: a restart after a SIGKILL waits out the dead one's.
-	k.courier = startCourierFrom(k.t, k.bin, k.firstID, nil, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms",
+	k.courier = startCourierFrom(k.t, k.bin, k.firstID, nil, "--namespace="+k.namespace, "--source-namespaces="+k.src, "--reload-debounce=300ms", "--reload-storm-window="+soakStormWindow.String(),
 		"--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms", "--compat=replicator",
 		"--reload-resources=rollouts.argoproj.io", "--kubeconfig="+k.proxy.kubeconfig(k.t, k.firstID))
 	k.courier.WaitLeader(k.t.Context())
@@ -484,7 +577,7 @@ func (k *soak) startSecond() {
 		k.secondNS = newNamespace(k.t, "courier-second", nil)
 	}
 	k.second = startCourierFrom(k.t, k.bin, k.secondID, nil, "--namespace="+k.secondNS, "--source-namespaces="+k.src2,
-		"--reload-debounce=300ms", "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms",
+		"--reload-debounce=300ms", "--reload-storm-window="+soakStormWindow.String(), "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms",
 		"--kubeconfig="+kubeconfigAt(k.t, k.secondID, k.lag.Host))
 	k.second.WaitLeader(k.t.Context())
 }
@@ -768,9 +861,13 @@ func (k *soak) kill(o trace.Op, p *courierProcess, start func()) {
 	start()
 }
 
-// keyRefEnv is an env entry reading key k of Secret name, unstructured.
+// keyRefEnv is an env entry reading key k of Secret name, unstructured,
+// optional: a Rollout opts in itself, so both its inputs are opted in, and
+// a namespace holds only one of alpha and delta; a required reference to
+// the other would hold every rollout back (InputMissing: pods rolled out
+// could not start).
 func keyRefEnv(name string) map[string]any {
-	return map[string]any{"name": strings.ToUpper(name), "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": name, "key": "k"}}}
+	return map[string]any{"name": strings.ToUpper(name), "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": name, "key": "k", "optional": true}}}
 }
 
 func (k *soak) holdsBystander(ns string) bool {
