@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -29,6 +30,14 @@ func TestPreviewTellsWhatSyncWouldDo(t *testing.T) {
 	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "db", Annotations: map[string]string{wellknown.Reload: "true", wellknown.ReplicateTo: ""}},
 		Data: map[string][]byte{"k": []byte("v1")}}
 	replicaOf := secret("db", "v1", map[string]string{wellknown.Source: "platform/db"})
+	// A Rollout taking app/web's pod template, as status reads it.
+	rollout, err := workload.ObjectOf(workload.Custom{Resource: workload.Resource{GroupResource: workload.Rollouts}, Version: "v1alpha1", Kind: "Rollout"},
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+			"metadata": map[string]any{"namespace": "app", "name": "roll"},
+			"spec":     map[string]any{"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	recently := fixtureNow.Add(-time.Minute).Format(time.RFC3339)
 	for _, tc := range []struct {
 		name        string
@@ -59,6 +68,8 @@ func TestPreviewTellsWhatSyncWouldDo(t *testing.T) {
 			Explanation{Verdict: VerdictRecords, Policy: "compared", Message: "first sight: courier records what it consumes and rolls nothing out; a later change rolls it out"}, 1},
 		{"opted in by the source of its replica", nil, false, []runtime.Object{key, replicaOf, source}, Options{},
 			Explanation{Verdict: VerdictRecords, Policy: "compared", Message: "first sight: courier records what it consumes and rolls nothing out; a later change rolls it out"}, 1},
+		{"behind a Rollout", map[string]string{wellknown.Reload: "true"}, true, []runtime.Object{key, secret("db", "v2", nil), rollout}, Options{},
+			Explanation{Verdict: VerdictNothingToDo, Policy: "pod template reloaded through a Rollout", Message: "its pod template is reloaded through the Argo Rollout that takes it (spec.workloadRef)"}, -1},
 		{"minimum interval", map[string]string{wellknown.Reload: "true", wellknown.ReloadMinInterval: "1h", wellknown.ReloadedAt: recently}, true,
 			[]runtime.Object{key, secret("db", "v2", nil)}, Options{},
 			Explanation{Verdict: VerdictHeld, Policy: "minimum interval"}, 0},
@@ -94,7 +105,7 @@ func TestPreviewTellsWhatSyncWouldDo(t *testing.T) {
 				t.Errorf("preview (-want +got):\n%s", diff)
 			}
 			if tc.patches < 0 {
-				return // the fixture always holds the key
+				return // the fixture always holds the key, and no custom kind
 			}
 			f := newFixture(t, tc.opts, objects...)
 			if patches := f.sync(t); len(patches) != tc.patches {

@@ -133,6 +133,9 @@ func (rd *reads) explainer(ctx context.Context, c Cluster, consumers map[string]
 		if err := rd.workload(ctx, w, key); err != nil {
 			return nil, err
 		}
+		if obj, ok := w.Meta.(runtime.Object); ok {
+			rd.objects = append(rd.objects, obj)
+		}
 		if rd.rl.Rollouts && w.Kind == workload.Deployment && !rolloutsIn[w.Meta.GetNamespace()] {
 			rolloutsIn[w.Meta.GetNamespace()] = true
 			if err := rd.rollouts(ctx, w.Meta.GetNamespace()); err != nil {
