@@ -23,7 +23,7 @@ var (
 	// courier did not create.
 	skipsOwnershipCheck = defect{"internal/replica/replica.go", "case !managed:\n\t\treturn Foreign", "case !managed:\n\t\treturn Stale"}
 	// rollsOutOnFirstSight rolls a workload out the first time it sees it.
-	rollsOutOnFirstSight = defect{"reloader/sync.go", "if len(changed) > 0 {\n\t\thash = dg.configHash(now)", "if true {\n\t\thash = dg.configHash(now)"}
+	rollsOutOnFirstSight = defect{"reloader/act.go", "if len(changed) > 0 {\n\t\thash = f.dg.configHash(now)", "if true {\n\t\thash = f.dg.configHash(now)"}
 )
 
 // brokenBuild builds courier from this repository with defect d planted,
