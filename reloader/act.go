@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -123,7 +124,7 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 	if k.Kind == workload.Job {
 		created, err := c.recreate(ctx, k, w, c.record(f.dg, d.baseline, d.changed), f.dg.configHash(d.baseline))
 		if err != nil {
-			c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
+			c.rolloutFailed(k, err)
 			c.queue.Remember(k, f.seen)
 			return err
 		}
@@ -141,7 +142,7 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 		c.recorder.Event(f.obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonHashNotStored, msg)
 		return nil
 	} else if err != nil {
-		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
+		c.rolloutFailed(k, err)
 		c.queue.Remember(k, f.seen) // the retry still measures from the change
 		c.unanswered(w.GetUID(), err, unansweredRollout{hash: f.dg.configHash(d.baseline), record: c.record(f.dg, d.baseline, d.changed),
 			changed: d.changed, seen: f.seen, rv: f.cons.GetResourceVersion()})
@@ -151,6 +152,18 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 	c.forgetLost(w.GetUID()) // the rollout's hash was written against the version the failed ones were
 	c.reloaded(k, f.obj.(runtime.Object), d.changed, f.seen)
 	return nil
+}
+
+// rolloutFailed counts a rollout that failed with err. A conflict or a
+// workload gone is no failure: the cache had not yet seen a write (the
+// workload controller's own status update, say) or the deletion, and the
+// sync is tried again at once, quietly (see failed); counting it would
+// raise CourierReloadErrors over rollouts that are made.
+func (c *Controller) rolloutFailed(k key, err error) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return
+	}
+	c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 }
 
 // reloaded tells of a rollout made: metrics, log, an Event on obj (for a

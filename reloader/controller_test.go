@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -708,5 +709,31 @@ func TestALostRolloutMadeByTheNextLeaderIsNotToldAgain(t *testing.T) {
 	}
 	if n := f.reloadedEvents(); n != 0 {
 		t.Fatalf("%d Reloaded Events: the next leader's rollout told again", n)
+	}
+}
+
+// A rollout patch that conflicts (the cache had yet to see the workload
+// controller's own status write) is retried, not counted as a reload error:
+// CourierReloadErrors alerts on that count. A refusal is counted.
+func TestAConflictedRolloutIsNoReloadError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		errors float64
+	}{
+		{"conflict", apierrors.NewConflict(appsv1.Resource("deployments"), "web", errors.New("the object has been modified")), 0},
+		{"gone", apierrors.NewNotFound(appsv1.Resource("deployments"), "web"), 0},
+		{"refused", apierrors.NewForbidden(appsv1.Resource("deployments"), "web", errors.New("denied by policy")), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+			f := newFixture(t, Options{}, secret("db", "v1", nil), d)
+			f.baselined(t, d)
+			f.put(t, secret("db", "v2", nil))
+			f.failRollout(t, tc.err, false)
+			if got := testutil.ToFloat64(f.c.metrics.reloads.WithLabelValues(workload.Deployment, "error")); got != tc.errors {
+				t.Errorf("courier_reloader_reloads_total{result=\"error\"} = %v, want %v", got, tc.errors)
+			}
+		})
 	}
 }

@@ -16,7 +16,7 @@ func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
 	const sub = "reloader"
 	m := &reloaderMetrics{
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reloads_total",
-			Help: "Rollouts courier started, by workload kind and result (success, error; notified: told, not made, in notify-only mode)."}, []string{"kind", "result"}),
+			Help: "Rollouts courier started, by workload kind and result (success; error: the API refused or failed the write, not a conflict with a write the cache had yet to see, which is retried at once; notified: told, not made, in notify-only mode)."}, []string{"kind", "result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "skipped_total",
 			Help: "Input changes seen that gave no rollout, by reason (first_sight, input_missing, input_appeared; min_interval: held back by courier.dev/reload-min-interval, to roll out at its end; template_changed: the workload's own rollout, started after the change, carries it; suppressed: the input changes too often, see courier_reloader_suppressed_inputs)."}, []string{"reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reload_latency_seconds",
