@@ -32,7 +32,10 @@ tmp=$(mktemp -d "$cache/.build-kyverno-$stamp.XXXXXX")
 trap 'rm -rf "$tmp"; [ -n "${ticker:-}" ] && kill "$ticker" 2>/dev/null; true' EXIT
 echo "building the Kyverno CLI into $out (cold: about 10 minutes on 2 cores; progress every 30 s)" >&2
 start=$(date +%s)
-( while sleep 30; do echo "  … still building Kyverno ($(( $(date +%s) - start ))s)" >&2; done ) &
+# The ticker holds no lock (fd 9 closed) and ends with this script, even
+# one killed outright: an orphan holding the lock would hold every later
+# build back for good.
+( exec 9>&-; while sleep 30 && kill -0 "$$" 2>/dev/null; do echo "  … still building Kyverno ($(( $(date +%s) - start ))s)" >&2; done ) &
 ticker=$!
 go build -trimpath -o "$tmp/kyverno" github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno >&2
 kill "$ticker" 2>/dev/null || true

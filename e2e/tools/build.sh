@@ -55,8 +55,12 @@ go mod download >&2
 total=$(go list -deps "${targets[@]}" | wc -l)
 log="$tmp/build.log"
 : > "$log"
+# The ticker holds no lock (fd 9 closed) and ends with this script, even
+# one killed outright: an orphan holding the lock would hold every later
+# build back for good.
 (
-  while sleep 15; do
+  exec 9>&-
+  while sleep 15 && kill -0 "$$" 2>/dev/null; do
     n=$(wc -l < "$log")
     last=$(tail -n 1 "$log")
     echo "  control plane: $n of about $total packages compiled (those in the Go build cache are not), $(( $(date +%s) - start ))s elapsed (last: ${last:-linking})" >&2
