@@ -291,11 +291,11 @@ func (k *soak) run(d time.Duration, ops []trace.Op) []oracle.Violation {
 	}
 	vs := k.lastChangeRollsEveryConsumerOut()
 	start := time.Now()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, soakSettle, true, func(ctx context.Context) (bool, error) {
 		ok, _ := k.converged(ctx)
 		return ok, nil
 	}); err != nil {
-		vs = append(vs, oracle.Violation{Rule: "the namespaces did not hold exactly their replicas, equal to their sources, within 60 s", Request: "all"})
+		vs = append(vs, oracle.Violation{Rule: fmt.Sprintf("the namespaces did not hold exactly their replicas, equal to their sources, within %s", soakSettle), Request: "all"})
 	} else {
 		t.Logf("every namespace holds exactly its replicas, equal to their sources: %s", time.Since(start).Round(time.Millisecond))
 	}
@@ -331,6 +331,10 @@ func (k *soak) run(d time.Duration, ops []trace.Op) []oracle.Violation {
 // is short enough for them to end before the last change.
 const soakStormWindow = 15 * time.Second
 
+// soakSettle is how long the couriers may take to settle after the faults
+// end, as the convergence check allows.
+const soakSettle = 60 * time.Second
+
 // lastChangeWithin bounds the rollouts of the last change: the debounce,
 // then one patch per consumer, paced, by two installations on two cores.
 const lastChangeWithin = 3 * converge
@@ -344,25 +348,32 @@ const lastChangeWithin = 3 * converge
 // out for it.
 func (k *soak) lastChangeRollsEveryConsumerOut() []oracle.Violation {
 	t := k.t
-	eventually(t, converge, "every consumer's baseline", func(ctx context.Context) (bool, error) {
+	// After the faults (a kube-apiserver restarted at the end, say) the
+	// couriers may take as long as the convergence check allows.
+	baselined := func(ctx context.Context) (bool, error) {
 		for ns := range k.apps {
 			d, err := admin().AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
 			if err != nil || d.Annotations[keyInputs] == "" {
-				return false, err
+				return false, nil
 			}
 		}
 		for ns := range k.rolls {
 			u, err := getCustom(ctx, t, k.rollouts, ns, "roll")
 			if err != nil || u.GetAnnotations()[keyInputs] == "" {
-				return false, err
+				return false, nil
 			}
 		}
 		return true, nil
-	})
-	eventually(t, soakStormWindow+converge, "no input held by the storm breaker", func(ctx context.Context) (bool, error) {
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, soakSettle, true, baselined); err != nil {
+		return []oracle.Violation{{Rule: fmt.Sprintf("not every consumer had its baseline within %s of the end of the faults", soakSettle), Request: "all"}}
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, soakStormWindow+soakSettle, true, func(ctx context.Context) (bool, error) {
 		return metricSum(k.courier.Metrics(ctx), "courier_reloader_suppressed_inputs") == 0 &&
 			metricSum(k.second.Metrics(ctx), "courier_reloader_suppressed_inputs") == 0, nil
-	})
+	}); err != nil {
+		return []oracle.Violation{{Rule: fmt.Sprintf("an input was still held by the storm breaker %s after the last change", soakStormWindow+soakSettle), Request: "all"}}
+	}
 	// A rollout is a new courier.dev/config-hash in the pod template
 	// (counting ReplicaSets would not do: a Deployment keeps only its last
 	// ten).
