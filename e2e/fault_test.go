@@ -146,12 +146,23 @@ func TestSIGKILLMidPropagationConverges(t *testing.T) {
 	if d := v1.deleted.Load() + v2.deleted.Load(); d != 0 {
 		t.Errorf("%d replicas were deleted on the way", d)
 	}
-	time.Sleep(quiet)
+	// Exactly one rollout each: the rollouts come paced after the replicas
+	// (and their ReplicaSets after the Deployment controller sees them),
+	// then nothing more.
 	for _, ns := range targets[:consumers] {
-		if got, err := replicaSets(t.Context(), ns, "app"); err != nil || got != 2 {
-			t.Errorf("%s/app: %d ReplicaSets (%v), want 2: exactly one rollout for the change", ns, got, err)
-		}
+		eventually(t, 30*time.Second, "the rollout of "+ns+"/app", func(ctx context.Context) (bool, error) {
+			n, err := replicaSets(ctx, ns, "app")
+			return n >= 2, err
+		})
 	}
+	consistently(t, quiet, "every consumer keeps 2 ReplicaSets", func(ctx context.Context) (bool, error) {
+		for _, ns := range targets[:consumers] {
+			if n, err := replicaSets(ctx, ns, "app"); err != nil || n != 2 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
 }
 
 // TestControlPlaneRestartsAreSurvived restarts kube-apiserver, then etcd,
