@@ -288,9 +288,16 @@ func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
 	if d.Annotations[keyReloadedFor] != "" {
 		t.Errorf("the referenced Deployment got courier's record of a rollout %v; it belongs on the Rollout", d.Annotations)
 	}
-	if got := u.GetAnnotations()[keyReloadedFor]; got != "secret/api" {
-		t.Errorf("Rollout ref %s = %q, want secret/api", keyReloadedFor, got)
-	}
+	// The record follows the hash (written into the Deployment first), so
+	// Argo may finish the revision before it lands.
+	eventually(t, converge, "courier's record on Rollout ref", func(ctx context.Context) (bool, error) {
+		got, err := getCustom(ctx, t, rollouts, ns, "ref")
+		if err != nil {
+			return false, err
+		}
+		u = got
+		return got.GetAnnotations()[keyReloadedFor] == "secret/api", nil
+	})
 	if _, ok := u.Object["spec"].(map[string]any)["template"]; ok {
 		t.Error("courier wrote a template into a workloadRef Rollout (Argo requires it empty)")
 	}
