@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,23 +126,15 @@ func each(ctx context.Context, list pager.ListPageFunc, opts metav1.ListOptions,
 // courier's RBAC grants list (its informers), never get, on Secrets and
 // ConfigMaps, so status needs no more than courier has.
 func sourceHash(ctx context.Context, client kubernetes.Interface, kind, ns, name string) (string, error) {
-	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
-	if kind == wellknown.KindSecret {
-		l, err := client.CoreV1().Secrets(ns).List(ctx, byName)
-		if err != nil {
-			return "", fmt.Errorf("read source Secret %s/%s: %w", ns, name, err)
-		}
-		if len(l.Items) == 0 {
-			return "", apierrors.NewNotFound(corev1.Resource("secrets"), name)
-		}
-		return SecretHash(&l.Items[0]), nil
-	}
-	l, err := client.CoreV1().ConfigMaps(ns).List(ctx, byName)
+	obj, err := byName(ctx, client, informers.Scope{}, kind, ns, name)
 	if err != nil {
-		return "", fmt.Errorf("read source ConfigMap %s/%s: %w", ns, name, err)
+		return "", fmt.Errorf("read source %s %s/%s: %w", kind, ns, name, err)
 	}
-	if len(l.Items) == 0 {
-		return "", apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return SecretHash(o), nil
+	case *corev1.ConfigMap:
+		return ConfigMapHash(o), nil
 	}
-	return ConfigMapHash(&l.Items[0]), nil
+	return "", apierrors.NewNotFound(corev1.Resource(strings.ToLower(kind)+"s"), name)
 }
