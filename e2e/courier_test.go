@@ -247,7 +247,16 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	}
 	t.Cleanup(func() {
 		noValuesInEvents(t, got.Name)
-		_ = env.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
+		// A namespace's deletion is not waited for, and every courier the
+		// next tests of this process start lists every Secret and ConfigMap
+		// left: a test's large objects (the dashboard's 32 MiB of sources,
+		// the tenant test's 240,000 keys) slowed the API server and the
+		// next couriers' start for a minute. DeleteCollection returns once
+		// they are gone.
+		ctx := context.Background()
+		_ = env.cluster.Client.CoreV1().Secrets(got.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = env.cluster.Client.CoreV1().ConfigMaps(got.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = env.cluster.Client.CoreV1().Namespaces().Delete(ctx, got.Name, metav1.DeleteOptions{})
 	})
 	return got.Name
 }

@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
@@ -155,29 +154,6 @@ func TestTenantObjectsCannotInflateCouriersMemory(t *testing.T) {
 			map[string]string{"cache.courier.dev/values": "sha256"},
 			map[string]string{"blob": string(make([]byte, size))})
 	}
-	// Gone before the next test of this process starts a courier, which
-	// would list them all again (a namespace's deletion is not waited for).
-	t.Cleanup(func() {
-		ctx := context.Background()
-		var names []string
-		for i := range manyKeyObjects {
-			names = append(names, fmt.Sprintf("keys-%d", i))
-		}
-		for i := range forgedObjects {
-			names = append(names, fmt.Sprintf("forged-%d", i))
-		}
-		for _, name := range names {
-			_ = admin().CoreV1().ConfigMaps(tenant).Delete(ctx, name, metav1.DeleteOptions{})
-		}
-		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			for _, name := range names {
-				if _, err := admin().CoreV1().ConfigMaps(tenant).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-	})
 	// courier's ConfigMap informer has one watch, in resourceVersion order:
 	// once the replica of a source created after them exists, its cache
 	// holds every one of them. Digesting 240,000 keys and 10 MiB of values
