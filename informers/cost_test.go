@@ -34,12 +34,9 @@ import (
 // allocation sampled) for `go tool pprof -sample_index=inuse_space`.
 func BenchmarkCacheCost(b *testing.B) {
 	allowed := func(ns string) bool { return ns == "platform" }
-	content := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	for k, v := range ContentIndexers(role.Config{Allowed: allowed, Namespace: "courier-system"}) {
-		content[k] = v
-	}
-	workloads := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, ConsumersByInput: indexConsumersByInput}
-	namespaces := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	content := ContentIndexers(role.Config{Allowed: allowed, Namespace: "courier-system"})
+	workloads := cache.Indexers{ConsumersByInput: indexConsumersByInput}
+	namespaces := cache.Indexers{}
 	for _, c := range []struct {
 		name     string
 		indexers cache.Indexers

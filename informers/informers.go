@@ -187,7 +187,10 @@ func typed[L runtime.Object](f informers.SharedInformerFactory, r *Reach, ns str
 		if ns != metav1.NamespaceAll {
 			rc = reporting[L]{c: rc, r: r, ns: ns, what: fmt.Sprintf("%T", obj)}
 		}
-		return informerOf(rc, c, obj, "", tweak, namespaceIndex())
+		// No namespace index: nothing reads one, and it costs every cached
+		// object an entry (about 50 bytes). A new map each time: an informer
+		// adds its indexers to the map it was given.
+		return informerOf(rc, c, obj, "", tweak, cache.Indexers{})
 	})
 }
 
@@ -221,12 +224,6 @@ func (sc Scope) SecretOptions() metav1.ListOptions {
 
 func (sc Scope) ConfigMapOptions() metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: sc.ResourceLabels}
-}
-
-// namespaceIndex is a new map each time: an informer adds its indexers to
-// the map it was given.
-func namespaceIndex() cache.Indexers {
-	return cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 }
 
 // Start starts every informer; they stop when ctx ends. Call it once, after

@@ -32,13 +32,13 @@ func Transform(keep KeepValues) cache.TransformFunc {
 			k := keep(o, o.Type)
 			trimMeta(&o.ObjectMeta)
 			if k != role.Values {
-				return content.DigestObject(o), nil
+				return content.DigestObject(o, role.Marked(o)), nil
 			}
 		case *corev1.ConfigMap:
 			k := keep(o, "")
 			trimMeta(&o.ObjectMeta)
 			if k != role.Values {
-				return content.DigestObject(o), nil
+				return content.DigestObject(o, role.Marked(o)), nil
 			}
 		case *corev1.Namespace:
 			trimMeta(&o.ObjectMeta)

@@ -84,7 +84,7 @@ func (f *fixture) put(t *testing.T, o runtime.Object) {
 	case *corev1.ConfigMap:
 		err = f.inf.ConfigMaps.Informer().GetIndexer().Update(x)
 	case *content.Digested:
-		if x.Kind == wellknown.KindSecret {
+		if x.GetObjectKind().GroupVersionKind().Kind == wellknown.KindSecret {
 			err = f.inf.Secrets.Informer().GetIndexer().Update(x)
 		} else {
 			err = f.inf.ConfigMaps.Informer().GetIndexer().Update(x)

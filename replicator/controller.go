@@ -3,7 +3,6 @@ package replicator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -349,8 +348,7 @@ func (c *Controller) sourceRelevantChange(oldObj, newObj any) bool {
 	case *content.Digested:
 		// Digested both times, or its values kept now (it became a source).
 		n, ok := newObj.(*content.Digested)
-		return !ok || o.Type != n.Type || !slices.Equal(o.Entries, n.Entries) || !equality.Semantic.DeepEqual(o.Immutable, n.Immutable) ||
-			c.courierMetaChanged(o, n)
+		return !ok || !o.SameContent(n) || c.courierMetaChanged(o, n)
 	}
 	return true
 }

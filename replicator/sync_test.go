@@ -167,7 +167,7 @@ func newFixtureWith(t *testing.T, opts func(*Options), objs ...runtime.Object) *
 		case *corev1.Namespace:
 			err = inf.Namespaces.Informer().GetIndexer().Add(x)
 		case *content.Digested:
-			if x.Kind == wellknown.KindSecret {
+			if x.GetObjectKind().GroupVersionKind().Kind == wellknown.KindSecret {
 				err = inf.Secrets.Informer().GetIndexer().Add(x)
 			} else {
 				err = inf.ConfigMaps.Informer().GetIndexer().Add(x)

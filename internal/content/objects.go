@@ -12,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/courier-k8s/courier/internal/objmeta"
 )
 
 // MaxKeyDigests is how many keys of an object the cache keeps one digest
@@ -43,36 +46,79 @@ func keyValueOf(e Entry) uint32 {
 }
 
 // Digested is a Secret or ConfigMap as courier's cache holds it when courier
-// never copies its values (most objects): its metadata, a Secret's type,
-// its immutability, and a digest per key (or one of its whole content). A
-// slice of entries instead of the object's maps: a map costs some 400 bytes
-// even with one key, and the cache holds one such object per Secret and
-// ConfigMap in the cluster. Only this process makes one (DigestObject), so no
-// object from the API server can pass for one.
+// never copies its values (most objects): compact metadata (objmeta.Meta:
+// its labels and annotations only if it bears a mark courier reads, see
+// role.Marked), a Secret's type, its immutability, and a sha256 per key (or
+// one of its whole content), as bytes. A slice of entries instead of the
+// object's maps: a map costs some 400 bytes even with one key, and the cache
+// holds one such object per Secret and ConfigMap in the cluster. Only this
+// process makes one (DigestObject), so no object from the API server can
+// pass for one. Read it through Fields, Entries, KeyEntries and Has.
 type Digested struct {
-	metav1.TypeMeta // Kind Secret or ConfigMap, so Events can name it
-	metav1.ObjectMeta
-	Type      corev1.SecretType // a Secret's; "" for a ConfigMap
-	Immutable *bool
-	// Entries are the per-key digests in key order, or one Whole entry.
-	Entries []Entry
-	// KeyIDs, with a Whole entry, are its keys' KeyIDs in order, and
-	// KeyValues what each holds (see binaryBit); two slices, 12 bytes a key.
-	KeyIDs    []uint64
-	KeyValues []uint32
+	objmeta.Meta
+	secret    bool
+	immutable int8 // 0: unset, 1: true, -1: false
+	typ       corev1.SecretType
+	// keys are the per-key digests in key order; nil when whole is set.
+	keys  []keyDigest
+	whole *wholeContent
 }
+
+type keyDigest struct {
+	key    string
+	sum    [sha256.Size]byte
+	binary bool
+}
+
+// wholeContent is an object of more than MaxKeyDigests keys: the hash of
+// its whole content, and per key (in KeyID order) its KeyID and what it
+// holds (see binaryBit): 12 bytes a key.
+type wholeContent struct {
+	sum    [sha256.Size]byte
+	ids    []uint64
+	values []uint32
+}
+
+// GetObjectKind names the kind (Secret or ConfigMap), so Events can name
+// the object.
+func (d *Digested) GetObjectKind() schema.ObjectKind {
+	if d.secret {
+		return secretKind
+	}
+	return configMapKind
+}
+
+// fixedKind is an ObjectKind that cannot be changed (it is shared).
+type fixedKind struct{ gvk schema.GroupVersionKind }
+
+func (k *fixedKind) SetGroupVersionKind(schema.GroupVersionKind) {}
+func (k *fixedKind) GroupVersionKind() schema.GroupVersionKind   { return k.gvk }
+
+var (
+	secretKind    = &fixedKind{corev1.SchemeGroupVersion.WithKind("Secret")}
+	configMapKind = &fixedKind{corev1.SchemeGroupVersion.WithKind("ConfigMap")}
+)
 
 // DeepCopyObject copies d.
 func (d *Digested) DeepCopyObject() runtime.Object {
 	c := *d
-	d.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	if d.Immutable != nil {
-		v := *d.Immutable
-		c.Immutable = &v
+	c.Meta = d.Meta.DeepCopy()
+	c.keys = slices.Clone(d.keys)
+	if d.whole != nil {
+		w := *d.whole
+		w.ids, w.values = slices.Clone(w.ids), slices.Clone(w.values)
+		c.whole = &w
 	}
-	c.Entries = slices.Clone(d.Entries)
-	c.KeyIDs, c.KeyValues = slices.Clone(d.KeyIDs), slices.Clone(d.KeyValues)
 	return &c
+}
+
+// SameContent reports whether d and n hold the same type, immutability and
+// content.
+func (d *Digested) SameContent(n *Digested) bool {
+	if d.secret != n.secret || d.typ != n.typ || d.immutable != n.immutable || !slices.Equal(d.keys, n.keys) || (d.whole == nil) != (n.whole == nil) {
+		return false
+	}
+	return d.whole == nil || d.whole.sum == n.whole.sum
 }
 
 // IsDigested reports whether obj is a cached object whose values courier
@@ -82,44 +128,66 @@ func IsDigested(obj any) bool {
 	return ok
 }
 
-// DigestObject is the cached form of a Secret or ConfigMap whose values courier
-// never copies: a Digested. Anything else, a Digested included, is returned
-// as it is. obj must be courier's own copy: its metadata is taken, not
-// copied.
-func DigestObject(obj any) any {
+// DigestObject is the cached form of a Secret or ConfigMap whose values
+// courier never copies: a Digested, with its labels and annotations if
+// withMaps. Anything else, a Digested included, is returned as it is.
+func DigestObject(obj any, withMaps bool) any {
 	var d *Digested
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		d = &Digested{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: o.ObjectMeta, Type: o.Type, Immutable: o.Immutable}
+		d = &Digested{Meta: objmeta.From(&o.ObjectMeta, withMaps), secret: true, typ: corev1.SecretType(objmeta.Intern(string(o.Type))), immutable: tri(o.Immutable)}
 	case *corev1.ConfigMap:
-		d = &Digested{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: o.ObjectMeta, Immutable: o.Immutable}
+		d = &Digested{Meta: objmeta.From(&o.ObjectMeta, withMaps), immutable: tri(o.Immutable)}
 	default:
 		return obj
 	}
 	entries := Entries(obj)
 	if len(entries) > MaxKeyDigests {
-		d.KeyIDs, d.KeyValues = make([]uint64, len(entries)), make([]uint32, len(entries))
+		w := &wholeContent{ids: make([]uint64, len(entries)), values: make([]uint32, len(entries))}
 		slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(KeyID(a.Key), KeyID(b.Key)) })
 		for i, e := range entries {
-			d.KeyIDs[i], d.KeyValues[i] = KeyID(e.Key), keyValueOf(e)
+			w.ids[i], w.values[i] = KeyID(e.Key), keyValueOf(e)
 		}
-		entries = []Entry{{Whole: true, Digest: Hash(entries)}}
+		w.sum = sumOf(Hash(entries))
+		d.whole = w
+		return d
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
-	d.Entries = slices.Clip(entries)
+	d.keys = make([]keyDigest, len(entries))
+	for i, e := range entries {
+		d.keys[i] = keyDigest{key: objmeta.Intern(e.Key), sum: sumOf(e.Digest), binary: e.Binary}
+	}
 	return d
 }
 
+func tri(b *bool) int8 {
+	switch {
+	case b == nil:
+		return 0
+	case *b:
+		return 1
+	}
+	return -1
+}
+
+// sumOf is a hex sha256 (Digest, Hash) as bytes.
+func sumOf(digest string) [sha256.Size]byte {
+	var out [sha256.Size]byte
+	_, _ = hex.Decode(out[:], []byte(digest))
+	return out
+}
+
 // DigestedCopy is the Digested form of obj, a cached Secret or ConfigMap,
-// without changing obj (a Digested is returned as it is).
+// with its labels and annotations, without changing obj (a Digested is
+// returned as it is).
 func DigestedCopy(obj any) any {
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		c := *o
-		return DigestObject(&c)
+		return DigestObject(&c, true)
 	case *corev1.ConfigMap:
 		c := *o
-		return DigestObject(&c)
+		return DigestObject(&c, true)
 	}
 	return obj
 }
@@ -127,25 +195,35 @@ func DigestedCopy(obj any) any {
 // Fields are what a Secret or ConfigMap, full or Digested, holds besides its
 // content: its metadata (the cache's own: never modify it), a Secret's type
 // and its immutable field; ok is false for any other object.
-func Fields(obj any) (m *metav1.ObjectMeta, typ corev1.SecretType, immutable *bool, ok bool) {
+func Fields(obj any) (m metav1.Object, typ corev1.SecretType, immutable *bool, ok bool) {
 	switch o := obj.(type) {
 	case *Digested:
-		return &o.ObjectMeta, o.Type, o.Immutable, true
+		if o.immutable != 0 {
+			v := o.immutable > 0
+			immutable = &v
+		}
+		return o, o.typ, immutable, true
 	case *corev1.Secret:
-		return &o.ObjectMeta, o.Type, o.Immutable, true
+		return o, o.Type, o.Immutable, true
 	case *corev1.ConfigMap:
-		return &o.ObjectMeta, "", o.Immutable, true
+		return o, "", o.Immutable, true
 	}
 	return nil, "", nil, false
 }
 
 // Entries returns the per-key digests of a Secret or ConfigMap, full or
-// Digested; for one digested as a whole, its one whole-content entry. The
-// result may be the cache's own: never modify it.
+// Digested; for one digested as a whole, its one whole-content entry.
 func Entries(obj any) []Entry {
 	switch o := obj.(type) {
 	case *Digested:
-		return o.Entries
+		if o.whole != nil {
+			return []Entry{{Whole: true, Digest: hex.EncodeToString(o.whole.sum[:])}}
+		}
+		out := make([]Entry, len(o.keys))
+		for i, k := range o.keys {
+			out[i] = Entry{Binary: k.binary, Key: k.key, Digest: hex.EncodeToString(k.sum[:])}
+		}
+		return out
 	case *corev1.Secret:
 		out := make([]Entry, 0, len(o.Data))
 		for k, v := range o.Data {
@@ -172,10 +250,10 @@ func Entries(obj any) []Entry {
 func KeyEntries(obj any, keys []string) []Entry {
 	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
 	out := make([]Entry, 0, len(sorted))
-	if d, ok := obj.(*Digested); ok && len(d.KeyIDs) > 0 {
+	if d, ok := obj.(*Digested); ok && d.whole != nil {
 		for _, k := range sorted {
 			if i, ok := d.keyIndex(k); ok {
-				v := d.KeyValues[i]
+				v := d.whole.values[i]
 				out = append(out, Entry{Key: k, Binary: v&binaryBit != 0, Digest: fmt.Sprintf("%08x", v&^binaryBit)})
 			}
 		}
@@ -191,18 +269,20 @@ func KeyEntries(obj any, keys []string) []Entry {
 	return out
 }
 
-func (d *Digested) keyIndex(key string) (int, bool) { return slices.BinarySearch(d.KeyIDs, KeyID(key)) }
+func (d *Digested) keyIndex(key string) (int, bool) {
+	return slices.BinarySearch(d.whole.ids, KeyID(key))
+}
 
 // Has reports whether a Secret or ConfigMap, full or Digested, holds key.
 func Has(obj any, key string) bool {
 	switch o := obj.(type) {
 	case *Digested:
-		if len(o.KeyIDs) > 0 {
+		if o.whole != nil {
 			_, ok := o.keyIndex(key)
 			return ok
 		}
-		_, ok := slices.BinarySearchFunc(o.Entries, key, func(e Entry, k string) int { return strings.Compare(e.Key, k) })
-		return ok && !o.Entries[0].Whole
+		_, ok := slices.BinarySearchFunc(o.keys, key, func(e keyDigest, k string) int { return strings.Compare(e.key, k) })
+		return ok
 	case *corev1.Secret:
 		_, ok := o.Data[key]
 		return ok

@@ -8,6 +8,8 @@
 package role
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -148,4 +150,32 @@ func (r Role) Replicates() bool {
 func IsBackup(m metav1.Object) bool {
 	_, of := m.GetAnnotations()[wellknown.BackupOf]
 	return of && m.GetLabels()[wellknown.Backup] == "true"
+}
+
+// Marked reports whether m bears any label or annotation courier reads: a
+// key of courier's (courier.dev/, and its subdomains) or of a tool it is
+// compatible with (Reloader, kubernetes-replicator, Reflector), or courier's
+// managed-by label. The cache keeps the labels and annotations of a Secret
+// or ConfigMap courier does not copy only when it is marked: one that bears
+// none (most tenants' objects) can be no source, replica, backup, pull or
+// reload opt-in, and courier writes it at most by a patch of its content.
+func Marked(m metav1.Object) bool {
+	if m.GetLabels()[wellknown.ManagedBy] == wellknown.ManagedByValue {
+		return true
+	}
+	for _, keys := range []map[string]string{m.GetAnnotations(), m.GetLabels()} {
+		for k := range keys {
+			if ownDomain(k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ownDomain reports whether a label or annotation key is in a domain courier
+// reads: its own, kubernetes-replicator's, Reflector's or Reloader's.
+func ownDomain(key string) bool {
+	domain, _, ok := strings.Cut(key, "/")
+	return source.ToolKey(key) || ok && (domain == "reloader.stakater.com" || strings.HasSuffix(domain, ".reloader.stakater.com"))
 }

@@ -144,6 +144,41 @@ func TestOf(t *testing.T) {
 			if diff := cmp.Diff(tt.want, Of(tt.m, tt.typ, tt.cfg)); diff != "" {
 				t.Errorf("Of (-want +got):\n%s", diff)
 			}
+			// The cache drops the labels and annotations of an object that
+			// is not Marked: its role must not depend on them.
+			if !Marked(tt.m) {
+				stripped := tt.m.DeepCopy()
+				stripped.Labels, stripped.Annotations = nil, nil
+				if diff := cmp.Diff(tt.want, Of(stripped, tt.typ, tt.cfg)); diff != "" {
+					t.Errorf("not Marked, but its role depends on its labels or annotations (-want +got):\n%s", diff)
+				}
+			}
 		})
+	}
+}
+
+func TestMarked(t *testing.T) {
+	for _, tt := range []struct {
+		labels, annotations map[string]string
+		want                bool
+	}{
+		{nil, nil, false},
+		{map[string]string{"app": "web", "team": "a"}, map[string]string{"kubernetes.io/description": "x", "helm.sh/chart": "c"}, false},
+		{map[string]string{wellknown.ManagedBy: "Helm"}, nil, false},
+		{map[string]string{wellknown.ManagedBy: wellknown.ManagedByValue}, nil, true},
+		{nil, map[string]string{wellknown.ReplicateTo: ""}, true},
+		{map[string]string{wellknown.Protect: "true"}, nil, true},
+		{nil, map[string]string{"cache.courier.dev/values": "sha256"}, true},
+		{nil, map[string]string{"notcourier.dev/x": "1"}, false},
+		{nil, map[string]string{source.MittwaldReplicateFrom: "a/b"}, true},
+		{nil, map[string]string{source.ReflectorReflects: "a/b"}, true},
+		{nil, map[string]string{"reloader.stakater.com/match": "true"}, true},
+		{nil, map[string]string{"secret.reloader.stakater.com/reload": "db"}, true},
+		{nil, map[string]string{"reloader.stakater.com": "no slash"}, false},
+	} {
+		m := &metav1.ObjectMeta{Labels: tt.labels, Annotations: tt.annotations}
+		if got := Marked(m); got != tt.want {
+			t.Errorf("Marked(labels %v, annotations %v) = %t, want %t", tt.labels, tt.annotations, got, tt.want)
+		}
 	}
 }

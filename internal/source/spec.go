@@ -148,8 +148,14 @@ func otherToolPrefix(prefix string) bool {
 // and Reflector's, the managed-by label courier's replicas carry, and
 // kubectl's copy of the whole applied object.
 func reserved(key string) bool {
+	return ToolKey(key) || key == wellknown.ManagedBy || key == corev1.LastAppliedConfigAnnotation
+}
+
+// ToolKey reports whether a label or annotation key is courier's
+// (courier.dev/ and its subdomains), kubernetes-replicator's or Reflector's.
+func ToolKey(key string) bool {
 	prefix, _, found := strings.Cut(key, "/")
-	return (found && (reservedPrefix(prefix) || otherToolPrefix(prefix))) || key == wellknown.ManagedBy || key == corev1.LastAppliedConfigAnnotation
+	return found && (reservedPrefix(prefix) || otherToolPrefix(prefix))
 }
 
 // Empty reports whether c copies nothing.

@@ -1,0 +1,233 @@
+// Package objmeta is the compact metadata courier's caches hold for the
+// objects they keep in a form of courier's own (content.Digested): only the
+// fields courier reads, the namespace and repeated label and annotation
+// strings shared between objects (package unique: released with the last
+// object that names them), the UID as 16 bytes. A typed object's
+// metav1.ObjectMeta is about 250 bytes before any of its strings; a Meta is
+// under half of that, and the cache holds one per Secret and ConfigMap.
+package objmeta
+
+import (
+	"encoding/hex"
+	"time"
+	"unique"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Meta implements metav1.Object over the fields courier reads. The setters
+// exist for the interface; a cached Meta is never changed.
+type Meta struct {
+	name      string
+	namespace unique.Handle[string]
+	// uid is a canonical UUID's 16 bytes (else rare.uidText).
+	uid             [16]byte
+	resourceVersion string
+	created         int64 // Unix seconds (the API server's precision)
+	labels          map[string]string
+	annotations     map[string]string
+	// rare is what few objects have (nil: none of it), so the rest do not
+	// pay for its fields.
+	rare *rare
+}
+
+type rare struct {
+	uidText  string // a UID that is not a canonical UUID (only tests make them)
+	deletion *metav1.Time
+	owners   []metav1.OwnerReference
+}
+
+// rareFields is m.rare, made if m has none.
+func (m *Meta) rareFields() *rare {
+	if m.rare == nil {
+		m.rare = &rare{}
+	}
+	return m.rare
+}
+
+// From is the Meta of m, with its labels and annotations if withMaps (else
+// none). It copies what it keeps; m is not changed.
+func From(m *metav1.ObjectMeta, withMaps bool) Meta {
+	out := Meta{name: m.Name, namespace: unique.Make(m.Namespace), resourceVersion: m.ResourceVersion}
+	if m.DeletionTimestamp != nil || len(m.OwnerReferences) > 0 {
+		out.rare = &rare{deletion: m.DeletionTimestamp, owners: m.OwnerReferences}
+	}
+	if !m.CreationTimestamp.IsZero() {
+		out.created = m.CreationTimestamp.Unix()
+	}
+	if withMaps {
+		out.labels, out.annotations = interned(m.Labels), interned(m.Annotations)
+	}
+	out.setUID(m.UID)
+	return out
+}
+
+// interned is a copy of in with its strings shared (nil if empty).
+func interned(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[Intern(k)] = Intern(v)
+	}
+	return out
+}
+
+// maxInterned is the longest value Intern shares: label and annotation
+// values that repeat (a replica's source, courier's installation, a
+// source's content hash across its replicas) are short.
+const maxInterned = 128
+
+// Intern is s, its bytes shared with every other live Intern of an equal
+// string (up to maxInterned bytes; a longer s is returned as it is).
+func Intern(s string) string {
+	if len(s) > maxInterned {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+func (m *Meta) setUID(uid types.UID) {
+	m.uid = [16]byte{}
+	if m.rare != nil {
+		m.rare.uidText = ""
+	}
+	if b, ok := parseUUID(string(uid)); ok && b != [16]byte{} {
+		m.uid = b
+		return
+	}
+	if uid != "" {
+		m.rareFields().uidText = string(uid)
+	}
+}
+
+// parseUUID reads the canonical 8-4-4-4-12 hex form.
+func parseUUID(s string) ([16]byte, bool) {
+	var out [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return out, false
+	}
+	hexDigits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	for _, c := range []byte(hexDigits) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') { // lower case only: GetUID must give back the same string
+			return out, false
+		}
+	}
+	_, err := hex.Decode(out[:], []byte(hexDigits))
+	return out, err == nil
+}
+
+func (m *Meta) GetNamespace() string                { return m.namespace.Value() }
+func (m *Meta) SetNamespace(namespace string)       { m.namespace = unique.Make(namespace) }
+func (m *Meta) GetName() string                     { return m.name }
+func (m *Meta) SetName(name string)                 { m.name = name }
+func (m *Meta) GetGenerateName() string             { return "" }
+func (m *Meta) SetGenerateName(string)              {}
+func (m *Meta) GetResourceVersion() string          { return m.resourceVersion }
+func (m *Meta) SetResourceVersion(version string)   { m.resourceVersion = version }
+func (m *Meta) GetGeneration() int64                { return 0 }
+func (m *Meta) SetGeneration(int64)                 {}
+func (m *Meta) GetSelfLink() string                 { return "" }
+func (m *Meta) SetSelfLink(string)                  {}
+func (m *Meta) GetLabels() map[string]string        { return m.labels }
+func (m *Meta) SetLabels(labels map[string]string)  { m.labels = labels }
+func (m *Meta) GetAnnotations() map[string]string   { return m.annotations }
+func (m *Meta) SetAnnotations(a map[string]string)  { m.annotations = a }
+func (m *Meta) GetFinalizers() []string             { return nil }
+func (m *Meta) SetFinalizers([]string)              {}
+func (m *Meta) SetDeletionTimestamp(t *metav1.Time) { m.rareFields().deletion = t }
+
+func (m *Meta) GetDeletionTimestamp() *metav1.Time {
+	if m.rare == nil {
+		return nil
+	}
+	return m.rare.deletion
+}
+func (m *Meta) GetDeletionGracePeriodSeconds() *int64 {
+	return nil
+}
+func (m *Meta) SetDeletionGracePeriodSeconds(*int64) {}
+func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
+	if m.rare == nil {
+		return nil
+	}
+	return m.rare.owners
+}
+func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) { m.rareFields().owners = refs }
+func (m *Meta) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
+func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
+func (m *Meta) SetUID(uid types.UID)                            { m.setUID(uid) }
+
+func (m *Meta) GetUID() types.UID {
+	if m.uid == [16]byte{} {
+		if m.rare == nil {
+			return ""
+		}
+		return types.UID(m.rare.uidText)
+	}
+	var b [36]byte
+	hex.Encode(b[0:8], m.uid[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], m.uid[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], m.uid[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], m.uid[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], m.uid[10:16])
+	return types.UID(b[:])
+}
+
+func (m *Meta) GetCreationTimestamp() metav1.Time {
+	if m.created == 0 {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(time.Unix(m.created, 0))
+}
+
+func (m *Meta) SetCreationTimestamp(t metav1.Time) {
+	m.created = 0
+	if !t.IsZero() {
+		m.created = t.Unix()
+	}
+}
+
+// DeepCopy is a copy of m that shares nothing it could change.
+func (m *Meta) DeepCopy() Meta {
+	c := *m
+	c.labels = copyMap(m.labels)
+	c.annotations = copyMap(m.annotations)
+	if r := m.rare; r != nil {
+		c.rare = &rare{uidText: r.uidText, deletion: r.deletion.DeepCopy()}
+		if r.owners != nil {
+			c.rare.owners = make([]metav1.OwnerReference, len(r.owners))
+			for i := range r.owners {
+				r.owners[i].DeepCopyInto(&c.rare.owners[i])
+			}
+		}
+	}
+	return c
+}
+
+func copyMap(in map[string]string) map[string]string {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// ObjectMeta is m as a metav1.ObjectMeta, for code that needs the type.
+func (m *Meta) ObjectMeta() metav1.ObjectMeta {
+	c := m.DeepCopy()
+	return metav1.ObjectMeta{Name: c.name, Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.resourceVersion,
+		CreationTimestamp: c.GetCreationTimestamp(), DeletionTimestamp: c.GetDeletionTimestamp(), Labels: c.labels, Annotations: c.annotations,
+		OwnerReferences: c.GetOwnerReferences()}
+}
+
+var _ metav1.Object = (*Meta)(nil)

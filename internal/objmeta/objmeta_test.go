@@ -1,0 +1,70 @@
+package objmeta
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestFromKeepsWhatCourierReads(t *testing.T) {
+	deleted := metav1.NewTime(time.Unix(200, 0))
+	in := metav1.ObjectMeta{
+		Name: "db", Namespace: "team-a", UID: "6f1c2b9e-0d3a-4c55-9f8e-1a2b3c4d5e6f", ResourceVersion: "42",
+		CreationTimestamp: metav1.NewTime(time.Unix(100, 0)), DeletionTimestamp: &deleted,
+		Labels: map[string]string{"courier.dev/protect": "true"}, Annotations: map[string]string{"courier.dev/replicate-to": "*"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "ExternalSecret", Name: "db"}},
+		Finalizers:      []string{"f"}, GenerateName: "d", Generation: 3,
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+	m := From(&in, true)
+	got := m.ObjectMeta()
+	want := metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace, UID: in.UID, ResourceVersion: in.ResourceVersion,
+		CreationTimestamp: in.CreationTimestamp, DeletionTimestamp: in.DeletionTimestamp, Labels: in.Labels, Annotations: in.Annotations,
+		OwnerReferences: in.OwnerReferences}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("From(…, true) (-want +got):\n%s", d)
+	}
+	if without := From(&in, false); without.GetLabels() != nil || without.GetAnnotations() != nil || without.GetName() != "db" {
+		t.Errorf("From(…, false) kept labels %v and annotations %v", without.GetLabels(), without.GetAnnotations())
+	}
+}
+
+func TestUIDsThatAreNoUUIDAreKeptAsTheyAre(t *testing.T) {
+	for _, uid := range []types.UID{"", "r-uid", "6F1C2B9E-0D3A-4C55-9F8E-1A2B3C4D5E6F", "6f1c2b9e00d3a-4c55-9f8e-1a2b3c4d5e6f", "6f1c2b9e-0d3a-4c55-9f8e-1a2b3c4d5e6g", "00000000-0000-0000-0000-000000000000"} {
+		m := From(&metav1.ObjectMeta{UID: uid}, false)
+		if got := m.GetUID(); got != uid {
+			t.Errorf("UID %q read back as %q", uid, got)
+		}
+	}
+}
+
+func TestRepeatedStringsAreShared(t *testing.T) {
+	a := From(&metav1.ObjectMeta{Namespace: "ns-" + string([]byte("x")), Labels: map[string]string{"courier.dev/" + string([]byte("k")): "v" + string([]byte("1"))}}, true)
+	b := From(&metav1.ObjectMeta{Namespace: "ns-" + string([]byte("x")), Labels: map[string]string{"courier.dev/" + string([]byte("k")): "v" + string([]byte("1"))}}, true)
+	if unsafe.StringData(a.GetNamespace()) != unsafe.StringData(b.GetNamespace()) {
+		t.Error("two objects of one namespace hold its name twice")
+	}
+	if unsafe.StringData(a.GetLabels()["courier.dev/k"]) != unsafe.StringData(b.GetLabels()["courier.dev/k"]) {
+		t.Error("two objects' equal label values are held twice")
+	}
+	long := string(make([]byte, maxInterned+1))
+	if unsafe.StringData(Intern(long)) != unsafe.StringData(long) {
+		t.Error("a value longer than maxInterned was copied")
+	}
+}
+
+func TestDeepCopySharesNothingItCouldChange(t *testing.T) {
+	deleted := metav1.NewTime(time.Unix(200, 0))
+	m := From(&metav1.ObjectMeta{Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"b": "2"}, DeletionTimestamp: &deleted,
+		OwnerReferences: []metav1.OwnerReference{{Name: "o"}}}, true)
+	c := m.DeepCopy()
+	c.GetLabels()["a"], c.GetAnnotations()["b"], c.GetOwnerReferences()[0].Name = "x", "y", "z"
+	c.GetDeletionTimestamp().Time = time.Unix(1, 0)
+	if m.GetLabels()["a"] != "1" || m.GetAnnotations()["b"] != "2" || m.GetOwnerReferences()[0].Name != "o" || !m.GetDeletionTimestamp().Equal(&deleted) {
+		t.Error("a change to a DeepCopy changed the original")
+	}
+}
