@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -245,6 +247,9 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
+	madeBy.Lock()
+	madeBy.namespaces[topLevel(t)] = append(madeBy.namespaces[topLevel(t)], got.Name)
+	madeBy.Unlock()
 	t.Cleanup(func() {
 		noValuesInEvents(t, got.Name)
 		// A namespace's deletion is not waited for, and every courier the
@@ -259,6 +264,40 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		_ = env.cluster.Client.CoreV1().Namespaces().Delete(ctx, got.Name, metav1.DeleteOptions{})
 	})
 	return got.Name
+}
+
+// madeBy is the namespaces newNamespace made, by top-level test.
+var madeBy = struct {
+	sync.Mutex
+	namespaces map[string][]string
+}{namespaces: map[string][]string{}}
+
+func topLevel(t *testing.T) string { name, _, _ := strings.Cut(t.Name(), "/"); return name }
+
+// namespacesGoneAtCleanup makes t wait, when it ends, until every namespace
+// it made is gone (up to two minutes; it does not fail if not). Call it
+// first in a test that makes many namespaces: kube-controller-manager's
+// namespace controller deletes a namespace's every kind of object, which
+// with dozens of namespaces loads the API server for a minute, and the next
+// tests of the process (after the dashboard test's 45 namespaces, the
+// lost-answer tests) then met API requests timing out.
+func namespacesGoneAtCleanup(t *testing.T) {
+	t.Cleanup(func() { // registered first, so run after every namespace's deletion
+		madeBy.Lock()
+		names := madeBy.namespaces[topLevel(t)]
+		delete(madeBy.namespaces, topLevel(t))
+		madeBy.Unlock()
+		start := time.Now()
+		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, ns := range names {
+				if _, err := env.cluster.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		t.Logf("its %d namespaces gone after %s (%v)", len(names), time.Since(start).Round(time.Second), err)
+	})
 }
 
 // WaitLeader waits until courier holds its Lease.

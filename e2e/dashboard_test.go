@@ -85,6 +85,7 @@ type dashboardStep struct {
 // panel query and every alert rule must be moved by some step, so a new
 // panel or rule needs an event here.
 func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
+	namespacesGoneAtCleanup(t)
 	// A slow client (10 requests a second) and two replicator workers make
 	// throttling and queueing visible; a short storm window makes a
 	// flapping input trip the breaker.
