@@ -252,16 +252,7 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	madeBy.Unlock()
 	t.Cleanup(func() {
 		noValuesInEvents(t, got.Name)
-		// A namespace's deletion is not waited for, and every courier the
-		// next tests of this process start lists every Secret and ConfigMap
-		// left: a test's large objects (the dashboard's 32 MiB of sources,
-		// the tenant test's 240,000 keys) slowed the API server and the
-		// next couriers' start for a minute. DeleteCollection returns once
-		// they are gone.
-		ctx := context.Background()
-		_ = env.cluster.Client.CoreV1().Secrets(got.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		_ = env.cluster.Client.CoreV1().ConfigMaps(got.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		_ = env.cluster.Client.CoreV1().Namespaces().Delete(ctx, got.Name, metav1.DeleteOptions{})
+		_ = env.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
 	})
 	return got.Name
 }
@@ -275,12 +266,14 @@ var madeBy = struct {
 func topLevel(t *testing.T) string { name, _, _ := strings.Cut(t.Name(), "/"); return name }
 
 // namespacesGoneAtCleanup makes t wait, when it ends, until every namespace
-// it made is gone (up to two minutes; it does not fail if not). Call it
-// first in a test that makes many namespaces: kube-controller-manager's
+// it made is gone (up to two minutes; it does not fail if not). A
+// namespace's deletion is otherwise not waited for. Call it first in a test
+// that leaves many namespaces or large objects: kube-controller-manager's
 // namespace controller deletes a namespace's every kind of object, which
-// with dozens of namespaces loads the API server for a minute, and the next
-// tests of the process (after the dashboard test's 45 namespaces, the
-// lost-answer tests) then met API requests timing out.
+// with dozens of namespaces loads the API server for a minute, and every
+// courier the next tests of the process start lists the objects left (after
+// the dashboard test's 47 namespaces and 32 MiB of sources, the lost-answer
+// tests met API requests timing out).
 func namespacesGoneAtCleanup(t *testing.T) {
 	t.Cleanup(func() { // registered first, so run after every namespace's deletion
 		madeBy.Lock()
@@ -297,6 +290,18 @@ func namespacesGoneAtCleanup(t *testing.T) {
 			return true, nil
 		})
 		t.Logf("its %d namespaces gone after %s (%v)", len(names), time.Since(start).Round(time.Second), err)
+	})
+}
+
+// contentDeletedAtCleanup deletes the Secrets and ConfigMaps of ns when t
+// ends (DeleteCollection returns once they are gone), for a test that leaves
+// large ones: every courier the next tests of the process start would list
+// them, and the namespace controller takes a minute to get to them.
+func contentDeletedAtCleanup(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.cluster.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = env.cluster.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
 }
 

@@ -5,8 +5,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -138,6 +140,7 @@ func liveHeap(t *testing.T, p *courierProcess) float64 {
 func TestTenantObjectsCannotInflateCouriersMemory(t *testing.T) {
 	s := setupReplication(t, "--profiling")
 	tenant := newNamespace(t, "tenant", nil)
+	contentDeletedAtCleanup(t, tenant)
 	before := liveHeap(t, s.courier)
 
 	const manyKeyObjects, keys = 4, 60000
@@ -169,6 +172,84 @@ func TestTenantObjectsCannotInflateCouriersMemory(t *testing.T) {
 		before/(1<<20), after/(1<<20), grew/(1<<20), manyKeyObjects, keys, forgedObjects, size>>10)
 	if limit := 8.0 * (1 << 20); grew > limit {
 		t.Errorf("courier's heap grew %.1f MiB, want under %.0f MiB", grew/(1<<20), limit/(1<<20))
+	}
+}
+
+// Issue #51: what a tenant's Secrets cost courier does not grow with their
+// size. 20,000 Secrets of 1 to 64 KiB (44 MiB of random values), consumed by
+// nothing and named by no source, with a tenant's usual labels and
+// annotations, grow courier's live heap by at most 8 MiB: courier holds, per
+// Secret, its compact metadata without those labels (it bears no mark
+// courier reads) and a 32-byte digest per key, never its value.
+func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
+	s := setupReplication(t, "--profiling")
+	tenant := newNamespace(t, "tenant", nil)
+	contentDeletedAtCleanup(t, tenant)
+	before := liveHeap(t, s.courier)
+
+	const secrets, small, workers = 20000, 1 << 10, 16
+	size := func(i int) int { // 200 each of 1, 2, 4 … 64 KiB, the rest 1 KiB
+		if i < 1400 {
+			return small << (i % 7)
+		}
+		return small
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < secrets; i += workers {
+				value := make([]byte, size(i))
+				_, _ = rand.Read(value)
+				sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%05d", i),
+					Labels:      map[string]string{"app.kubernetes.io/name": "billing", "app.kubernetes.io/instance": fmt.Sprintf("billing-%d", i%50), "team": "payments"},
+					Annotations: map[string]string{"owner": "payments@example.com", "rotated-at": time.Now().UTC().Format(time.RFC3339)}},
+					Data: map[string][]byte{"value": value}}
+				if err := retryOnTooManyRequests(t.Context(), func() error {
+					_, err := admin().CoreV1().Secrets(tenant).Create(t.Context(), sec, metav1.CreateOptions{})
+					return err
+				}); err != nil {
+					errs <- fmt.Errorf("create %s: %w", sec.Name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// One watch per kind, in resourceVersion order: once the replica of a
+	// source created after them exists, courier's cache holds them all.
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "last", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
+	eventually(t, 60*time.Second, "courier's cache caught up", secretIn(dst, "last", map[string][]byte{"k": []byte("v")}))
+	time.Sleep(quiet)
+	after := liveHeap(t, s.courier)
+	grew := after - before
+	t.Logf("heap %.1f MiB → %.1f MiB (+%.1f MiB, %.0f bytes a Secret) for %d Secrets of 1–64 KiB",
+		before/(1<<20), after/(1<<20), grew/(1<<20), grew/secrets, secrets)
+	if limit := 8.0 * (1 << 20); grew > limit {
+		t.Errorf("courier's heap grew %.1f MiB, want at most %.0f MiB", grew/(1<<20), limit/(1<<20))
+	}
+}
+
+// retryOnTooManyRequests runs do again while the API server answers 429
+// (its priority and fairness queues full), as client-go's callers must.
+func retryOnTooManyRequests(ctx context.Context, do func() error) error {
+	for {
+		err := do()
+		if !apierrors.IsTooManyRequests(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
