@@ -298,7 +298,7 @@ func (c *Custom) objectTransform(gr schema.GroupResource, kind workload.Custom) 
 		o, err := workload.ObjectOf(kind, u) // o is never nil
 		switch {
 		case err == nil:
-			c.forgetWarned(gr, o.UID) // readable (again)
+			c.forgetWarned(gr, o.GetUID()) // readable (again)
 		case c.firstWarning(gr, o):
 			c.logger.Warn("a custom resource courier cannot read", zap.Error(err))
 		}
@@ -317,10 +317,10 @@ func (c *Custom) firstWarning(gr schema.GroupResource, o *workload.Object) bool 
 	if c.warned[gr] == nil {
 		c.warned[gr] = map[types.UID]int64{}
 	}
-	if g, ok := c.warned[gr][o.UID]; ok && g == o.Generation {
+	if g, ok := c.warned[gr][o.GetUID()]; ok && g == o.GetGeneration() {
 		return false
 	}
-	c.warned[gr][o.UID] = o.Generation
+	c.warned[gr][o.GetUID()] = o.GetGeneration()
 	return true
 }
 
@@ -443,7 +443,7 @@ func CustomIndexers(r workload.Resource) cache.Indexers {
 func indexByWorkloadRef(obj any) ([]string, error) {
 	obj = Unwrap(obj)
 	if o, ok := obj.(*workload.Object); ok && o.WorkloadRef != "" {
-		return []string{o.Namespace + "/" + o.WorkloadRef}, nil
+		return []string{o.GetNamespace() + "/" + o.WorkloadRef}, nil
 	}
 	return nil, nil
 }

@@ -538,7 +538,7 @@ func (c *Controller) rememberTemplate(obj any) {
 		return
 	}
 	now := c.opts.Clock.Now()
-	c.templates.Set(o.UID, func(old templateAt, ok bool) templateAt {
+	c.templates.Set(o.GetUID(), func(old templateAt, ok bool) templateAt {
 		burst := now
 		if ok && now.Sub(old.burst) < c.opts.Debounce {
 			burst = old.burst

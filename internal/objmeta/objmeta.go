@@ -12,6 +12,7 @@ import (
 	"time"
 	"unique"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -228,6 +229,11 @@ func (m *Meta) ObjectMeta() metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: c.name, Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.resourceVersion,
 		CreationTimestamp: c.GetCreationTimestamp(), DeletionTimestamp: c.GetDeletionTimestamp(), Labels: c.labels, Annotations: c.annotations,
 		OwnerReferences: c.GetOwnerReferences()}
+}
+
+// Equal reports whether m and o hold the same metadata (go-cmp uses it).
+func (m Meta) Equal(o Meta) bool {
+	return equality.Semantic.DeepEqual(m.ObjectMeta(), o.ObjectMeta())
 }
 
 var _ metav1.Object = (*Meta)(nil)

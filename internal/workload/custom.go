@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -137,7 +138,10 @@ func (c Custom) Name() string { return c.Kind + "." + c.Group }
 // holds no pod spec.
 type Object struct {
 	metav1.TypeMeta
-	metav1.ObjectMeta
+	// Meta is its metadata without labels (objmeta: compact, strings
+	// shared); Generation is kept beside it (GetGeneration).
+	objmeta.Meta
+	Generation int64
 	// Templated: the kind's inputs are what its pod template consumes
 	// (built-in kinds and Rollouts), not what courier.dev/reload-on names.
 	Templated bool
@@ -172,7 +176,7 @@ type Object struct {
 // DeepCopyObject copies o.
 func (o *Object) DeepCopyObject() runtime.Object {
 	c := *o
-	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Meta = o.Meta.DeepCopy()
 	c.TemplateAnnotations = maps.Clone(o.TemplateAnnotations)
 	if o.Refs != nil {
 		c.Refs = make([]inputs.Ref, len(o.Refs))
@@ -205,7 +209,7 @@ func Cached(obj any) (*Object, bool) {
 	if kind == CronJob || kind == Job {
 		group = "batch/v1"
 	}
-	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, ObjectMeta: metaOf(m), Templated: true}
+	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, Meta: metaOf(m), Generation: m.GetGeneration(), Templated: true}
 	if kind == Job {
 		o.Finished, o.NeverStarted = Finished(obj), NeverStarted(obj)
 		if o.Controlled = Controlled(m); o.Controlled {
@@ -240,20 +244,27 @@ func templateSum(t *corev1.PodTemplateSpec) uint64 {
 	return h.Sum64() | 1 // never 0, which means no template
 }
 
-// metaOf is the metadata an Object keeps of m.
-func metaOf(m metav1.Object) metav1.ObjectMeta {
+// metaOf is the metadata an Object keeps of m: no labels, no kubectl
+// last-applied configuration.
+func metaOf(m metav1.Object) objmeta.Meta {
 	out := metav1.ObjectMeta{
 		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		Generation: m.GetGeneration(), CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
+		CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
+		Annotations: m.GetAnnotations(),
 	}
-	out.Annotations = m.GetAnnotations()
 	if _, ok := out.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
 		// A copy: m may share its map with the decoder's copy.
 		out.Annotations = maps.Clone(out.Annotations)
 		delete(out.Annotations, corev1.LastAppliedConfigAnnotation)
 	}
-	return out
+	return objmeta.From(&out, true)
 }
+
+// GetGeneration is the object's metadata.generation.
+func (o *Object) GetGeneration() int64 { return o.Generation }
+
+// SetGeneration sets it.
+func (o *Object) SetGeneration(g int64) { o.Generation = g }
 
 // ObjectOf reads a custom resource of kind c into an Object. What it cannot
 // read it says in the error, and leaves out of the Object, which then has no
@@ -262,7 +273,8 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	o := &Object{
 		Templated:  c.HasTemplate(),
 		TypeMeta:   metav1.TypeMeta{APIVersion: c.GVR().GroupVersion().String(), Kind: c.Kind},
-		ObjectMeta: metaOf(u),
+		Meta:       metaOf(u),
+		Generation: u.GetGeneration(),
 	}
 	if !c.HasTemplate() {
 		// Every step of the path that exists must be a map: a merge patch
@@ -272,7 +284,7 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 			m, ok := node.(map[string]any)
 			if !ok {
 				o.Unreadable = true
-				return o, fmt.Errorf("%s %s/%s: %s is not a map, so courier writes no hash there and does not reload it; give --reload-resources a field path to a map", c.Name(), o.Namespace, o.Name, strings.Join(c.Path[:i], "."))
+				return o, fmt.Errorf("%s %s/%s: %s is not a map, so courier writes no hash there and does not reload it; give --reload-resources a field path to a map", c.Name(), o.GetNamespace(), o.GetName(), strings.Join(c.Path[:i], "."))
 			}
 			if node, ok = m[field]; !ok {
 				break
@@ -282,14 +294,14 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 			o.Hash, _ = m[wellknown.ConfigHash].(string)
 		} else if node != nil {
 			o.Unreadable = true
-			return o, fmt.Errorf("%s %s/%s: %s is not a map, so courier writes no hash there and does not reload it; give --reload-resources a field path to a map", c.Name(), o.Namespace, o.Name, strings.Join(c.Path, "."))
+			return o, fmt.Errorf("%s %s/%s: %s is not a map, so courier writes no hash there and does not reload it; give --reload-resources a field path to a map", c.Name(), o.GetNamespace(), o.GetName(), strings.Join(c.Path, "."))
 		}
 		return o, nil
 	}
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "workloadRef"); ok {
 		if ref["kind"] != Deployment {
 			o.Unreadable = true
-			return o, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's, so it is not reloaded", c.Name(), o.Namespace, o.Name, ref["kind"])
+			return o, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's, so it is not reloaded", c.Name(), o.GetNamespace(), o.GetName(), ref["kind"])
 		}
 		o.WorkloadRef, _ = ref["name"].(string)
 		return o, nil
@@ -301,7 +313,7 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 	tmpl := &corev1.PodTemplateSpec{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(t, tmpl); err != nil {
 		o.Unreadable = true
-		return o, fmt.Errorf("%s %s/%s: spec.template is not a pod template, so it is not reloaded: %w", c.Name(), o.Namespace, o.Name, err)
+		return o, fmt.Errorf("%s %s/%s: spec.template is not a pod template, so it is not reloaded: %w", c.Name(), o.GetNamespace(), o.GetName(), err)
 	}
 	o.setTemplate(tmpl)
 	return o, nil

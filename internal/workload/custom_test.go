@@ -74,7 +74,7 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 	if kind := KindOf(o); kind != Rollout {
 		t.Errorf("KindOf(a Rollout) names it %q, want %q", kind, Rollout)
 	}
-	if o.APIVersion != "argoproj.io/v1alpha1" || o.Kind != "Rollout" || o.Hash != "h1" || o.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
+	if o.APIVersion != "argoproj.io/v1alpha1" || o.Kind != "Rollout" || o.Hash != "h1" || o.GetAnnotations()["kubectl.kubernetes.io/last-applied-configuration"] != "" {
 		t.Errorf("ObjectOf(Rollout) = %+v", o)
 	}
 	if diff := cmp.Diff([]inputs.Ref{{Kind: wellknown.KindSecret, Name: "db"}}, Inputs(o)); diff != "" {
@@ -107,8 +107,8 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 		t.Errorf("a custom resource's inputs are its reload-on (-want +got):\n%s", diff)
 	}
 	c := o.DeepCopyObject().(*Object)
-	c.Annotations["x"] = "y"
-	if _, ok := o.Annotations["x"]; ok {
+	c.GetAnnotations()["x"] = "y"
+	if _, ok := o.GetAnnotations()["x"]; ok {
 		t.Error("DeepCopyObject shares the annotations")
 	}
 }

@@ -134,9 +134,9 @@ func Inputs(obj any) []inputs.Ref {
 		case o.Unreadable || o.Controlled:
 			return nil
 		case !o.Templated:
-			return inputs.RefsOf(o.Annotations[wellknown.ReloadOn])
+			return inputs.RefsOf(o.GetAnnotations()[wellknown.ReloadOn])
 		}
-		return WithNamed(o.Refs, o.Annotations, o.TemplateAnnotations)
+		return WithNamed(o.Refs, o.GetAnnotations(), o.TemplateAnnotations)
 	}
 	if kind, t := Of(obj); t != nil {
 		m := obj.(metav1.Object)
