@@ -145,7 +145,7 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 	if kind == wellknown.KindSecretProviderClass {
 		return &input{obj: obj, meta: m, entries: reportEntries(obj.(*unstructured.Unstructured))}
 	}
-	if content.IsDigested(m) { // cheap: the digests are already there
+	if content.IsDigested(m) { // its digests are already there (Entries only hex-encodes them)
 		return &input{obj: obj, meta: m, entries: content.Entries(obj)}
 	}
 	c.mu.Lock()

@@ -120,7 +120,6 @@ func parseUUID(s string) ([16]byte, bool) {
 	return out, err == nil
 }
 
-func (m *Meta) GetNamespace() string                { return m.namespace.Value() }
 func (m *Meta) SetNamespace(namespace string)       { m.namespace = unique.Make(namespace) }
 func (m *Meta) GetName() string                     { return m.name }
 func (m *Meta) SetName(name string)                 { m.name = name }
@@ -234,6 +233,14 @@ func (m *Meta) ObjectMeta() metav1.ObjectMeta {
 // Equal reports whether m and o hold the same metadata (go-cmp uses it).
 func (m Meta) Equal(o Meta) bool {
 	return equality.Semantic.DeepEqual(m.ObjectMeta(), o.ObjectMeta())
+}
+
+// GetNamespace is the namespace ("" for a zero Meta, whose handle is unset).
+func (m *Meta) GetNamespace() string {
+	if m.namespace == (unique.Handle[string]{}) {
+		return ""
+	}
+	return m.namespace.Value()
 }
 
 var _ metav1.Object = (*Meta)(nil)

@@ -33,6 +33,13 @@ func TestFromKeepsWhatCourierReads(t *testing.T) {
 	}
 }
 
+func TestAZeroMetaReadsAsEmpty(t *testing.T) {
+	var m Meta
+	if m.GetNamespace() != "" || m.GetName() != "" || m.GetUID() != "" || m.GetCreationTimestamp() != (metav1.Time{}) || m.GetDeletionTimestamp() != nil {
+		t.Errorf("a zero Meta reads as %+v", m.ObjectMeta())
+	}
+}
+
 func TestUIDsThatAreNoUUIDAreKeptAsTheyAre(t *testing.T) {
 	for _, uid := range []types.UID{"", "r-uid", "6F1C2B9E-0D3A-4C55-9F8E-1A2B3C4D5E6F", "6f1c2b9e00d3a-4c55-9f8e-1a2b3c4d5e6f", "6f1c2b9e-0d3a-4c55-9f8e-1a2b3c4d5e6g", "00000000-0000-0000-0000-000000000000"} {
 		m := From(&metav1.ObjectMeta{UID: uid}, false)
