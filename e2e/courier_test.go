@@ -294,14 +294,26 @@ func namespacesGoneAtCleanup(t *testing.T) {
 }
 
 // contentDeletedAtCleanup deletes the Secrets and ConfigMaps of ns when t
-// ends (DeleteCollection returns once they are gone), for a test that leaves
-// large ones: every courier the next tests of the process start would list
-// them, and the namespace controller takes a minute to get to them.
+// ends and waits (up to three minutes) until none is left, for a test that
+// leaves many or large ones: every courier the next tests of the process
+// start would list them, and the namespace controller takes a minute to get
+// to them. DeleteCollection alone is not enough: with 20,000 Secrets its
+// request timed out while the API server went on deleting, and the next
+// test's courier did not finish its first list within 30 s.
 func contentDeletedAtCleanup(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = env.cluster.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		_ = env.cluster.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		core := env.cluster.Client.CoreV1()
+		_ = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			// Not kube-root-ca.crt, which kube-controller-manager puts back at once.
+			ours := metav1.ListOptions{FieldSelector: "metadata.name!=kube-root-ca.crt"}
+			_ = core.Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, ours)
+			_ = core.ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, ours)
+			ours.Limit = 1
+			secrets, err1 := core.Secrets(ns).List(ctx, ours)
+			configMaps, err2 := core.ConfigMaps(ns).List(ctx, ours)
+			return err1 == nil && err2 == nil && len(secrets.Items) == 0 && len(configMaps.Items) == 0, nil
+		})
 	})
 }
 
