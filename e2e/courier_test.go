@@ -248,7 +248,9 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		t.Fatalf("create namespace: %v", err)
 	}
 	madeBy.Lock()
-	madeBy.namespaces[topLevel(t)] = append(madeBy.namespaces[topLevel(t)], got.Name)
+	if names, ok := madeBy.namespaces[topLevel(t)]; ok { // the test waits for them
+		madeBy.namespaces[topLevel(t)] = append(names, got.Name)
+	}
 	madeBy.Unlock()
 	t.Cleanup(func() {
 		noValuesInEvents(t, got.Name)
@@ -257,7 +259,8 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	return got.Name
 }
 
-// madeBy is the namespaces newNamespace made, by top-level test.
+// madeBy is the namespaces newNamespace made for the top-level tests that
+// called namespacesGoneAtCleanup, until they end.
 var madeBy = struct {
 	sync.Mutex
 	namespaces map[string][]string
@@ -275,6 +278,9 @@ func topLevel(t *testing.T) string { name, _, _ := strings.Cut(t.Name(), "/"); r
 // the dashboard test's 47 namespaces and 32 MiB of sources, the lost-answer
 // tests met API requests timing out).
 func namespacesGoneAtCleanup(t *testing.T) {
+	madeBy.Lock()
+	madeBy.namespaces[topLevel(t)] = []string{}
+	madeBy.Unlock()
 	t.Cleanup(func() { // registered first, so run after every namespace's deletion
 		madeBy.Lock()
 		names := madeBy.namespaces[topLevel(t)]

@@ -17,7 +17,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
 	"github.com/courier-k8s/courier/e2e/oracle"
@@ -216,7 +218,7 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 					Labels:      map[string]string{"app.kubernetes.io/name": "billing", "app.kubernetes.io/instance": fmt.Sprintf("billing-%d", i%50), "team": "payments"},
 					Annotations: map[string]string{"owner": "payments@example.com", "rotated-at": time.Now().UTC().Format(time.RFC3339)}},
 					Data: map[string][]byte{"value": value}}
-				if err := retryOnTooManyRequests(t.Context(), func() error {
+				if err := retry.OnError(tooManyRequests, apierrors.IsTooManyRequests, func() error {
 					_, err := admin().CoreV1().Secrets(tenant).Create(t.Context(), sec, metav1.CreateOptions{})
 					return err
 				}); err != nil {
@@ -246,21 +248,9 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 	}
 }
 
-// retryOnTooManyRequests runs do again while the API server answers 429
-// (its priority and fairness queues full), as client-go's callers must.
-func retryOnTooManyRequests(ctx context.Context, do func() error) error {
-	for {
-		err := do()
-		if !apierrors.IsTooManyRequests(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
+// tooManyRequests retries a request the API server answers 429 (its
+// priority and fairness queues full) every 100 ms for up to a minute.
+var tooManyRequests = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1, Steps: 600}
 
 // Item 9: a source carrying the cache marker is a source like any other.
 func TestASourceWithAForgedCacheMarkerIsReplicated(t *testing.T) {

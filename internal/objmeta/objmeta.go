@@ -9,6 +9,7 @@ package objmeta
 
 import (
 	"encoding/hex"
+	"maps"
 	"time"
 	"unique"
 
@@ -197,8 +198,8 @@ func (m *Meta) SetCreationTimestamp(t metav1.Time) {
 // DeepCopy is a copy of m that shares nothing it could change.
 func (m *Meta) DeepCopy() Meta {
 	c := *m
-	c.labels = copyMap(m.labels)
-	c.annotations = copyMap(m.annotations)
+	c.labels = maps.Clone(m.labels)
+	c.annotations = maps.Clone(m.annotations)
 	if r := m.rare; r != nil {
 		c.rare = &rare{uidText: r.uidText, deletion: r.deletion.DeepCopy()}
 		if r.owners != nil {
@@ -209,17 +210,6 @@ func (m *Meta) DeepCopy() Meta {
 		}
 	}
 	return c
-}
-
-func copyMap(in map[string]string) map[string]string {
-	if in == nil {
-		return nil
-	}
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		out[k] = v
-	}
-	return out
 }
 
 // ObjectMeta is m as a metav1.ObjectMeta, for code that needs the type.
