@@ -248,6 +248,20 @@ func TestSyncDeletedInputIsInputMissingAndWritesNothing(t *testing.T) {
 	}
 }
 
+// An input read from the cache that is gone from it before its digests
+// are taken is observed as it was read (the cache is not read again: a
+// nil input there crashed courier in make test's soak).
+func TestAnInputGoneFromTheCacheMidObserveIsObservedAsRead(t *testing.T) {
+	f := newFixture(t, Options{})
+	read := secret("db", "v1", nil) // read, then deleted: not in the cache
+	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{}, previous: baseline{}, legacy: baseline{}, hidden: map[string]bool{}}
+	ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
+	f.c.observeInput(t.Context(), &o, "app", "w", ref, read, nil)
+	if o.now[ref.ID()] == "" {
+		t.Errorf("observed %+v, want the digest of what was read", o.now)
+	}
+}
+
 // A source's values are digested once per resourceVersion, not once per
 // consumer sync (#13 item 17).
 func TestASourcesDigestsAreComputedOncePerChange(t *testing.T) {

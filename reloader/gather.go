@@ -141,6 +141,11 @@ func (c *Controller) lookup(kind, namespace, name string) *input {
 	if obj == nil {
 		return nil
 	}
+	return c.inputOf(kind, obj)
+}
+
+// inputOf is obj, an object of kind that object returned, as an input.
+func (c *Controller) inputOf(kind string, obj any) *input {
 	m := obj.(metav1.Object)
 	if kind == wellknown.KindSecretProviderClass {
 		return &input{obj: obj, meta: m, entries: reportEntries(obj.(*unstructured.Unstructured))}
@@ -316,7 +321,9 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 		}
 		return
 	}
-	in := c.lookup(ref.Kind, namespace, ref.Name)
+	// m itself, not the cache read again: the input may have gone from
+	// the cache since (a nil input crashed courier in make test's soak).
+	in := c.inputOf(ref.Kind, m)
 	entries := consumedEntries(ref, in.obj, in.entries)
 	if keys := missingKeys(ref, entries); len(keys) > 0 && !ref.Optional {
 		o.missingKeys[ref.ID()] = keys
