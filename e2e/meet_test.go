@@ -420,7 +420,9 @@ func TestMigrateSeesArgoRollouts(t *testing.T) {
 	if !warned {
 		t.Errorf("no note that courier reloads Rollouts only with --reload-resources: %+v", o.NotHonoured)
 	}
-	if o := find(courierMigrate(t, "--reload-resources=rollouts.argoproj.io", "--apply")); o == nil || !o.Applied {
+	// --apply only within the test's namespace: cluster-wide it would
+	// annotate the objects of the tests beside it (and meet them deleted).
+	if o := find(courierMigrate(t, "--reload-resources=rollouts.argoproj.io", "--watch-namespaces="+ns, "--apply")); o == nil || !o.Applied {
 		t.Fatalf("--apply did not annotate the Rollout: %+v", o)
 	}
 	u, err := getCustom(t.Context(), t, rollouts, ns, "web")

@@ -178,7 +178,9 @@ func each(ctx context.Context, list pager.ListPageFunc, fn func(runtime.Object) 
 }
 
 // Apply adds each object's courier annotations with a merge patch, as field
-// manager courier-migrate; nothing else of the object changes.
+// manager courier-migrate; nothing else of the object changes. An object
+// deleted since it was listed is marked Gone, not an error: in a live
+// cluster objects come and go while the report is made.
 func (r *Report) Apply(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
 	var errs []error
 	opts := metav1.PatchOptions{FieldManager: wellknown.FieldManager + "-migrate"}
@@ -212,11 +214,14 @@ func (r *Report) Apply(ctx context.Context, client kubernetes.Interface, dyn dyn
 			}
 			_, err = dyn.Resource(*obj.resource).Namespace(ns).Patch(ctx, name, pt, patch, opts)
 		}
-		if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			obj.Gone = true
+		case err != nil:
 			errs = append(errs, fmt.Errorf("%s %s/%s: %w", obj.Kind, ns, name, err))
-			continue
+		default:
+			obj.Applied = true
 		}
-		obj.Applied = true
 	}
 	return errors.Join(errs...)
 }
@@ -238,6 +243,8 @@ func (r Report) WriteTable(w io.Writer, applied bool) error {
 			add = "-"
 		case applied && o.Applied:
 			add += " (added)"
+		case applied && o.Gone:
+			add += " (not added: deleted since it was listed)"
 		case applied:
 			add += " (NOT added: see the error)"
 		}

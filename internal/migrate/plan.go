@@ -46,6 +46,9 @@ type Object struct {
 	NotHonoured []Note `json:"notHonoured,omitempty"`
 	// Applied: --apply added Add.
 	Applied bool `json:"applied,omitempty"`
+	// Gone: --apply found the object deleted since it was listed (not an
+	// error: there is nothing left to annotate).
+	Gone bool `json:"gone,omitempty"`
 	// resource is what --apply patches for a custom kind (a Rollout).
 	resource *schema.GroupVersionResource
 }
