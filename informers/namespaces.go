@@ -58,7 +58,7 @@ func namedNamespaceInformer(c kubernetes.Interface, name string, report func(err
 				VersionedParams(&o, scheme.ParameterCodec).Watch(ctx)
 			report(err)
 			return w, err
-		}),
+		}, nil),
 	}
 	// A list here is one GET: the reflector must not stream it (WatchList).
 	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}), &corev1.Namespace{}, 0, cache.Indexers{})

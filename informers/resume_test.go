@@ -62,7 +62,7 @@ func next(t *testing.T, w watch.Interface) (watch.Event, bool) {
 func TestResumeGoesOnWhereAWatchEnded(t *testing.T) {
 	ctx := t.Context()
 	ws := &watches{made: make(chan *watch.FakeWatcher, 10)}
-	w, err := resume(ws.watch)(ctx, metav1.ListOptions{ResourceVersion: "5", AllowWatchBookmarks: true})
+	w, err := resume(ws.watch, nil)(ctx, metav1.ListOptions{ResourceVersion: "5", AllowWatchBookmarks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestResumeGoesOnWhereAWatchEnded(t *testing.T) {
 
 	// A refusal while resuming (the kind gone, courier no longer allowed)
 	// reaches the reflector, once, and ends the watch.
-	w, _ = resume(ws.watch)(ctx, metav1.ListOptions{ResourceVersion: "20"})
+	w, _ = resume(ws.watch, nil)(ctx, metav1.ListOptions{ResourceVersion: "20"})
 	cut := <-ws.made
 	ws.mu.Lock()
 	ws.fail = apierrors.NewNotFound(schema.GroupResource{Resource: "widgets"}, "")
@@ -104,7 +104,7 @@ func TestResumeGoesOnWhereAWatchEnded(t *testing.T) {
 		t.Fatal("the watch went on after a refused resume")
 	}
 	// So does a refusal in the stream (RBAC revoked): not resumed.
-	w, _ = resume(ws.watch)(ctx, metav1.ListOptions{ResourceVersion: "21"})
+	w, _ = resume(ws.watch, nil)(ctx, metav1.ListOptions{ResourceVersion: "21"})
 	refused := <-ws.made
 	ws.mu.Lock()
 	calls := len(ws.opts)
@@ -123,7 +123,7 @@ func TestResumeGoesOnWhereAWatchEnded(t *testing.T) {
 
 	// A list streamed as a watch, cut before its initial events end: over.
 	streamed := metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true}
-	w, _ = resume(ws.watch)(ctx, streamed)
+	w, _ = resume(ws.watch, nil)(ctx, streamed)
 	list := <-ws.made
 	list.Add(secretAt("10", false))
 	next(t, w)
@@ -132,7 +132,7 @@ func TestResumeGoesOnWhereAWatchEnded(t *testing.T) {
 		t.Fatal("a list cut before its initial events went on")
 	}
 	// ... and cut after them: resumed.
-	w, _ = resume(ws.watch)(ctx, streamed)
+	w, _ = resume(ws.watch, nil)(ctx, streamed)
 	list = <-ws.made
 	list.Add(secretAt("11", false))
 	list.Action(watch.Bookmark, secretAt("12", true))

@@ -8,8 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -54,8 +56,30 @@ func Run(ctx context.Context, client kubernetes.Interface, o config.Options, isL
 		if err != nil || !lost {
 			return err
 		}
-		log.Warn("lost the leader lease: stopped writing; standing for election again")
+		log.Warn("lost the leader lease: stopped writing; standing for election again once the API server answers")
+		untilAnswered(ctx, lock, o.LeaseDuration)
 	}
+}
+
+// answerEvery is how often a leader that lost its Lease asks for it, until
+// the API server answers.
+const answerEvery = 250 * time.Millisecond
+
+// untilAnswered returns once the API server answers a read of the Lease
+// (found or not), or after within, or when ctx ends. A leader loses its
+// Lease when the API server cannot be reached for --renew-deadline, as while
+// kube-apiserver restarts; client-go's elector then tries again every 1 to
+// 2.2 retry periods, so its first try after the server is back came up to
+// 2.2 s late. Its first try is at once: it starts once the server answers.
+func untilAnswered(ctx context.Context, lock resourcelock.Interface, within time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	_ = wait.PollUntilContextCancel(ctx, answerEvery, true, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 4*answerEvery) // a server starting may hold a request
+		defer cancel()
+		_, _, err := lock.Get(ctx)
+		return err == nil || apierrors.IsNotFound(err), nil
+	})
 }
 
 // leadOnce waits to win the Lease, runs lead while holding it, and reports

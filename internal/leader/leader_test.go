@@ -131,3 +131,53 @@ func TestShutdownReleasesTheLeaseAfterLeadReturned(t *testing.T) {
 		t.Errorf("after shutdown the Lease is %+v; want released (no holder, 1 s)", r)
 	}
 }
+
+// answering is a Lease whose reads fail with errs, one each, then answer.
+type answering struct {
+	lock
+	mu    sync.Mutex
+	errs  []error
+	reads int
+}
+
+func (a *answering) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reads++
+	if len(a.errs) > 0 {
+		err := a.errs[0]
+		a.errs = a.errs[1:]
+		return nil, nil, err
+	}
+	return &resourcelock.LeaderElectionRecord{HolderIdentity: "a"}, nil, nil
+}
+
+// TestALeaderThatLostItsLeaseStandsAgainOnceTheServerAnswers: after a lost
+// Lease, courier reads it until the API server answers — refused while a
+// restarted server's authorizer is not ready, unavailable, then answered
+// (found or not found) — and stands for election then, with client-go's
+// first try at once; it stands anyway after the time it was given.
+func TestALeaderThatLostItsLeaseStandsAgainOnceTheServerAnswers(t *testing.T) {
+	forbidden := apierrors.NewForbidden(coordinationv1.Resource("leases"), "courier", nil)
+	unavailable := apierrors.NewServiceUnavailable("starting")
+	for _, tc := range []struct {
+		name  string
+		errs  []error
+		reads int
+	}{
+		{"answered at once", nil, 1},
+		{"refused, unavailable, then found", []error{unavailable, forbidden, forbidden}, 4},
+		{"refused, then not found", []error{forbidden, errNotFound}, 2},
+	} {
+		l := &answering{errs: tc.errs}
+		untilAnswered(t.Context(), l, time.Minute)
+		if l.reads != tc.reads {
+			t.Errorf("%s: %d reads, want %d", tc.name, l.reads, tc.reads)
+		}
+	}
+	l := &answering{errs: []error{forbidden, forbidden, forbidden, forbidden, forbidden, forbidden, forbidden, forbidden}}
+	untilAnswered(t.Context(), l, 3*answerEvery/2)
+	if l.reads < 1 || l.reads > 3 {
+		t.Errorf("never answered within 1.5 reads' time: %d reads, want it to stop after 2", l.reads)
+	}
+}

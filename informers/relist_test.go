@@ -1,0 +1,166 @@
+package informers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+func secretNamed(name, rv string, labels map[string]string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: name, ResourceVersion: rv, Labels: labels}}
+}
+
+// relistSetup is a relister over a store holding a@1, b@2 and c@3 (c
+// labelled), whose list (paged by 2) holds a@1, b@5 and d@6 at version 10.
+func relistSetup(t *testing.T) (*relister, *[]metav1.ListOptions) {
+	t.Helper()
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, s := range []*corev1.Secret{secretNamed("a", "1", nil), secretNamed("b", "2", nil), secretNamed("c", "3", map[string]string{"courier.dev/protect": "true"})} {
+		if err := store.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := []corev1.Secret{*secretNamed("a", "1", nil), *secretNamed("b", "5", nil), *secretNamed("d", "6", nil)}
+	var lists []metav1.ListOptions
+	list := func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		lists = append(lists, o)
+		from := 0
+		if o.Continue != "" {
+			from = 2
+		}
+		l := &corev1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}
+		if o.Continue == "" {
+			l.Continue = "more"
+		}
+		l.Items = items[from:min(from+2, len(items))]
+		return l, nil
+	}
+	return &relister{list: list, blank: &corev1.Secret{}, store: store, synced: func() bool { return true }}, &lists
+}
+
+// describe is an event as type, name and version (and labels if any).
+func describe(ev watch.Event) string {
+	m, _ := meta.Accessor(ev.Object)
+	s := string(ev.Type) + " " + m.GetName() + "@" + m.GetResourceVersion()
+	for k, v := range m.GetLabels() {
+		s += " " + k + "=" + v
+	}
+	return s
+}
+
+// TestARelistTellsTheStoreItsDifference: what changed as modified, what is
+// new as added, what is gone as deleted with its last metadata, nothing
+// for what is unchanged, then a bookmark at the list's version; the list
+// asks the newest data, page by page.
+func TestARelistTellsTheStoreItsDifference(t *testing.T) {
+	rl, lists := relistSetup(t)
+	var got []string
+	rv, err := rl.relist(t.Context(), watch.Event{}, func(ev watch.Event) bool {
+		if _, ok := ev.Object.(*corev1.Secret); !ok {
+			t.Errorf("%s carries a %T: the reflector takes only the informer's type", ev.Type, ev.Object)
+		}
+		got = append(got, describe(ev))
+		return true
+	})
+	if err != nil || rv != "10" {
+		t.Fatalf("relist: %q, %v; want version 10", rv, err)
+	}
+	want := []string{"MODIFIED b@5", "ADDED d@6", "DELETED c@3 courier.dev/protect=true", "BOOKMARK @10"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	for _, o := range *lists {
+		if o.ResourceVersion != "" || o.Limit != 500 {
+			t.Errorf("listed with %+v, want the newest data (no version) in pages of 500", o)
+		}
+	}
+	if len(*lists) != 2 {
+		t.Errorf("%d list requests, want 2 pages", len(*lists))
+	}
+}
+
+// TestARelistWaitsForTheStoreToHoldWhatWasPassed: an event the store has
+// not taken in yet (still queued in the reflector) could be an object
+// deleted since; the relist waits for it, and without it gives up, so that
+// the reflector relists itself.
+func TestARelistWaitsForTheStoreToHoldWhatWasPassed(t *testing.T) {
+	defer func(d time.Duration) { caughtUpWithin = d }(caughtUpWithin)
+	caughtUpWithin = 200 * time.Millisecond
+	rl, lists := relistSetup(t)
+	pass := func(watch.Event) bool { return true }
+	if _, err := rl.relist(t.Context(), watch.Event{Type: watch.Added, Object: secretNamed("e", "7", nil)}, pass); err == nil || len(*lists) != 0 {
+		t.Fatalf("relist before the store held e@7: %v, %d lists", err, len(*lists))
+	}
+	if _, err := rl.relist(t.Context(), watch.Event{Type: watch.Deleted, Object: secretNamed("a", "8", nil)}, pass); err == nil {
+		t.Fatal("relist before the store took in a's deletion")
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = rl.store.Add(secretNamed("e", "7", nil))
+	}()
+	if _, err := rl.relist(t.Context(), watch.Event{Type: watch.Added, Object: secretNamed("e", "7", nil)}, pass); err != nil {
+		t.Fatalf("relist once the store held e@7: %v", err)
+	}
+}
+
+// TestAResumedWatchWhoseVersionIsGoneListsAgainAtOnce: a watch resumed
+// after an outage, refused at first (a restarted kube-apiserver's
+// authorizer not ready), then told its version is gone (its new watch
+// cache starts later), goes on after a relist of its own, from the list's
+// version; the reflector sees neither the refusal nor the 410.
+func TestAResumedWatchWhoseVersionIsGoneListsAgainAtOnce(t *testing.T) {
+	rl, _ := relistSetup(t)
+	ws := &watches{made: make(chan *watch.FakeWatcher, 10)}
+	w, err := resume(ws.watch, rl)(t.Context(), metav1.ListOptions{ResourceVersion: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := <-ws.made
+	ws.mu.Lock()
+	ws.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", nil)
+	ws.mu.Unlock()
+	cut.Stop()
+	expired := <-ws.made // after the refusal
+	expired.Error(&apierrors.NewResourceExpired("too old resource version: 3 (9)").ErrStatus)
+	var got []string
+	for range 4 {
+		ev, ok := next(t, w)
+		if !ok {
+			t.Fatalf("the watch ended after %v", got)
+		}
+		got = append(got, describe(ev))
+	}
+	if diff := cmp.Diff([]string{"MODIFIED b@5", "ADDED d@6", "DELETED c@3 courier.dev/protect=true", "BOOKMARK @10"}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	fresh := <-ws.made
+	ws.mu.Lock()
+	froms := []string{}
+	for _, o := range ws.opts {
+		froms = append(froms, o.ResourceVersion)
+	}
+	ws.mu.Unlock()
+	if diff := cmp.Diff([]string{"3", "3", "3", "10"}, froms); diff != "" {
+		t.Errorf("the watches' versions (-want +got):\n%s", diff)
+	}
+	fresh.Modify(secretNamed("a", "11", nil))
+	if ev, ok := next(t, w); !ok || describe(ev) != "MODIFIED a@11" {
+		t.Fatalf("after the relist: %v, %v", ev, ok)
+	}
+	// A second 410 at once is the reflector's (no loop of lists).
+	fresh.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	if ev, ok := next(t, w); !ok || ev.Type != watch.Error {
+		t.Fatalf("a 410 right after a relist: %v, %v; want it passed on", ev, ok)
+	}
+	w.Stop()
+}
