@@ -2,6 +2,8 @@ package informers
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
@@ -163,4 +166,87 @@ func TestAResumedWatchWhoseVersionIsGoneListsAgainAtOnce(t *testing.T) {
 		t.Fatalf("a 410 right after a relist: %v, %v; want it passed on", ev, ok)
 	}
 	w.Stop()
+}
+
+// secretsServer is a resourceClient of Secrets: List answers items at
+// version, Watch the next watcher queued (or a 410 once gone is set).
+type secretsServer struct {
+	mu      sync.Mutex
+	items   []corev1.Secret
+	version string
+	froms   []string
+	watches chan *watch.FakeWatcher
+}
+
+func (s *secretsServer) List(_ context.Context, _ metav1.ListOptions) (*corev1.SecretList, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &corev1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: s.version}, Items: slices.Clone(s.items)}, nil
+}
+
+func (s *secretsServer) Watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	s.mu.Lock()
+	s.froms = append(s.froms, o.ResourceVersion)
+	s.mu.Unlock()
+	w := watch.NewFakeWithChanSize(10, false)
+	s.watches <- w
+	return w, nil
+}
+
+// TestAnInformerTakesARelistThroughItsWatch: a real informer, its watch
+// ended and then told its version is gone, ends up holding what the list
+// holds, its handlers told of the deleted object with its last labels,
+// and watches on from the list's version — without the reflector's own
+// relist (which would list again only after its backoff).
+func TestAnInformerTakesARelistThroughItsWatch(t *testing.T) {
+	srv := &secretsServer{version: "5", watches: make(chan *watch.FakeWatcher, 10),
+		items: []corev1.Secret{*secretNamed("a", "1", nil), *secretNamed("b", "2", nil), *secretNamed("c", "3", map[string]string{"team": "x"})}}
+	inf := informerOf[*corev1.SecretList](srv, noWatchList{}, &corev1.Secret{}, "", nil, cache.Indexers{})
+	deleted := make(chan *corev1.Secret, 1)
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			t.Errorf("%s was deleted by the reflector's own relist", d.Key)
+			return
+		}
+		deleted <- obj.(*corev1.Secret)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	go inf.RunWithContext(t.Context())
+	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	first := <-srv.watches
+	first.Modify(secretNamed("a", "6", nil))
+	srv.mu.Lock()
+	srv.items = []corev1.Secret{*secretNamed("a", "6", nil), *secretNamed("b", "7", nil), *secretNamed("d", "8", nil)}
+	srv.version = "9"
+	srv.mu.Unlock()
+	first.Stop() // cut
+	(<-srv.watches).Error(&apierrors.NewResourceExpired("too old resource version: 6 (9)").ErrStatus)
+	select {
+	case c := <-deleted:
+		if c.Name != "c" || c.Labels["team"] != "x" {
+			t.Errorf("deleted: %s with labels %v, want c with team=x", c.Name, c.Labels)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no deletion of c")
+	}
+	next := <-srv.watches
+	next.Modify(secretNamed("d", "10", nil))
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		var got []string
+		for _, o := range inf.GetStore().List() {
+			got = append(got, o.(*corev1.Secret).Name+"@"+o.(*corev1.Secret).ResourceVersion)
+		}
+		slices.Sort(got)
+		return slices.Equal(got, []string{"a@6", "b@7", "d@10"}), nil
+	}); err != nil {
+		t.Fatalf("the store: %v", inf.GetStore().ListKeys())
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if diff := cmp.Diff([]string{"5", "6", "9"}, srv.froms); diff != "" {
+		t.Errorf("watched from (-want +got):\n%s", diff)
+	}
 }
