@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,27 +30,30 @@ import (
 type relister struct {
 	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
 	blank runtime.Object // an empty object of the informer's type
-	// store is the informer's, synced its HasSynced (set once it is made).
-	store  cache.Store
-	synced func() bool
+	store cache.Store    // the informer's (set once it is made)
 }
 
 // caughtUpWithin is how long a relist waits for the informer's store to
-// hold the events passed before it (a variable for tests).
+// take in the events passed before it (a variable for tests).
 var caughtUpWithin = 10 * time.Second
 
+// errNotCaughtUp: the relist is left to the reflector.
 var errNotCaughtUp = errors.New("the informer's store did not take in the watch's last event")
 
 // relist lists every object, passing the events that bring the store to
-// the list, and returns the list's version. last is the last event the
-// watch passed on (other than a bookmark; zero if none): the store must
-// hold it first, so that nothing the reflector still queues is missed. pass
+// the list, and returns the list's version. last is the version of the last
+// event the watch passed on (bookmarks included): the store must have taken
+// it in first — it records the version of the last object or bookmark it
+// took in — so that nothing still queued in the reflector is missed. pass
 // returns false when the watch is stopped.
-func (rl *relister) relist(ctx context.Context, last watch.Event, pass func(watch.Event) bool) (string, error) {
+func (rl *relister) relist(ctx context.Context, last string, pass func(watch.Event) bool) (string, error) {
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, caughtUpWithin, true, func(context.Context) (bool, error) {
-		return rl.holds(last), nil
+		return rl.store.LastStoreSyncResourceVersion() == last, nil
 	}); err != nil {
-		return "", fmt.Errorf("%w: %w", errNotCaughtUp, err)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", fmt.Errorf("%w: it holds version %q, the watch passed on %q", errNotCaughtUp, rl.store.LastStoreSyncResourceVersion(), last)
 	}
 	var version string
 	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -65,7 +69,8 @@ func (rl *relister) relist(ctx context.Context, last watch.Event, pass func(watc
 	p.FullListIfExpired = false // one list, one version
 	listed := map[string]bool{}
 	stopped := errors.New("stopped")
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	// WithAlloc: an item kept by the store does not hold its whole page.
+	err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		key, err := cache.MetaNamespaceKeyFunc(obj)
 		if err != nil {
 			return err
@@ -113,27 +118,13 @@ func (rl *relister) relist(ctx context.Context, last watch.Event, pass func(watc
 	return version, nil
 }
 
-// holds reports whether the store holds ev (zero: the informer synced).
-func (rl *relister) holds(ev watch.Event) bool {
-	if ev.Object == nil {
-		return rl.synced()
-	}
-	key, err := cache.MetaNamespaceKeyFunc(ev.Object)
-	if err != nil {
-		return true
-	}
-	held, ok, _ := rl.store.GetByKey(key)
-	if ev.Type == watch.Deleted || !ok {
-		return ev.Type == watch.Deleted && !ok
-	}
-	h, herr := meta.Accessor(held)
-	m, merr := meta.Accessor(ev.Object)
-	return herr == nil && merr == nil && h.GetResourceVersion() == m.GetResourceVersion()
-}
-
-// like is an object of the informer's type with held's metadata (the
-// store holds transformed objects: a watch event must carry the type).
+// like is held as an object of the informer's type: a copy of it, or,
+// where the store holds a transformed form of another type (a watch event
+// must carry the informer's), one with held's metadata.
 func (rl *relister) like(held any) (runtime.Object, error) {
+	if o, ok := held.(runtime.Object); ok && reflect.TypeOf(o) == reflect.TypeOf(rl.blank) {
+		return o.DeepCopyObject(), nil
+	}
 	from, err := meta.Accessor(held)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func relistSetup(t *testing.T) (*relister, *[]metav1.ListOptions) {
 		l.Items = items[from:min(from+2, len(items))]
 		return l, nil
 	}
-	return &relister{list: list, blank: &corev1.Secret{}, store: store, synced: func() bool { return true }}, &lists
+	return &relister{list: list, blank: &corev1.Secret{}, store: store}, &lists
 }
 
 // describe is an event as type, name and version (and labels if any).
@@ -68,7 +69,7 @@ func describe(ev watch.Event) string {
 func TestARelistTellsTheStoreItsDifference(t *testing.T) {
 	rl, lists := relistSetup(t)
 	var got []string
-	rv, err := rl.relist(t.Context(), watch.Event{}, func(ev watch.Event) bool {
+	rv, err := rl.relist(t.Context(), "3", func(ev watch.Event) bool {
 		if _, ok := ev.Object.(*corev1.Secret); !ok {
 			t.Errorf("%s carries a %T: the reflector takes only the informer's type", ev.Type, ev.Object)
 		}
@@ -93,26 +94,24 @@ func TestARelistTellsTheStoreItsDifference(t *testing.T) {
 }
 
 // TestARelistWaitsForTheStoreToHoldWhatWasPassed: an event the store has
-// not taken in yet (still queued in the reflector) could be an object
-// deleted since; the relist waits for it, and without it gives up, so that
-// the reflector relists itself.
+// not taken in yet (still queued in the reflector) could be of an object
+// deleted since; the relist waits for the store to have taken in the
+// watch's last version, and without it gives up, leaving the relist to the
+// reflector.
 func TestARelistWaitsForTheStoreToHoldWhatWasPassed(t *testing.T) {
 	defer func(d time.Duration) { caughtUpWithin = d }(caughtUpWithin)
 	caughtUpWithin = 200 * time.Millisecond
 	rl, lists := relistSetup(t)
 	pass := func(watch.Event) bool { return true }
-	if _, err := rl.relist(t.Context(), watch.Event{Type: watch.Added, Object: secretNamed("e", "7", nil)}, pass); err == nil || len(*lists) != 0 {
-		t.Fatalf("relist before the store held e@7: %v, %d lists", err, len(*lists))
-	}
-	if _, err := rl.relist(t.Context(), watch.Event{Type: watch.Deleted, Object: secretNamed("a", "8", nil)}, pass); err == nil {
-		t.Fatal("relist before the store took in a's deletion")
+	if _, err := rl.relist(t.Context(), "7", pass); !errors.Is(err, errNotCaughtUp) || len(*lists) != 0 {
+		t.Fatalf("relist before the store took in version 7: %v, %d lists; want errNotCaughtUp and none", err, len(*lists))
 	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		_ = rl.store.Add(secretNamed("e", "7", nil))
+		_ = rl.store.Delete(secretNamed("a", "7", nil))
 	}()
-	if _, err := rl.relist(t.Context(), watch.Event{Type: watch.Added, Object: secretNamed("e", "7", nil)}, pass); err != nil {
-		t.Fatalf("relist once the store held e@7: %v", err)
+	if _, err := rl.relist(t.Context(), "7", pass); err != nil {
+		t.Fatalf("relist once the store took in version 7 (a deletion): %v", err)
 	}
 }
 
@@ -234,19 +233,38 @@ func TestAnInformerTakesARelistThroughItsWatch(t *testing.T) {
 	}
 	next := <-srv.watches
 	next.Modify(secretNamed("d", "10", nil))
+	// A second restart with nothing in between: listed again as well (the
+	// store took in the first relist's bookmark).
+	defer func(d time.Duration) { relistEvery = d }(relistEvery)
+	relistEvery = 0
+	srv.mu.Lock()
+	srv.items = []corev1.Secret{*secretNamed("a", "6", nil), *secretNamed("d", "10", nil)}
+	srv.version = "12"
+	srv.mu.Unlock()
+	next.Error(&apierrors.NewResourceExpired("too old resource version: 10 (12)").ErrStatus)
+	select {
+	case b := <-deleted:
+		if b.Name != "b" {
+			t.Errorf("deleted %s, want b", b.Name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no deletion of b after the second 410")
+	}
+	last := <-srv.watches
 	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		var got []string
 		for _, o := range inf.GetStore().List() {
 			got = append(got, o.(*corev1.Secret).Name+"@"+o.(*corev1.Secret).ResourceVersion)
 		}
 		slices.Sort(got)
-		return slices.Equal(got, []string{"a@6", "b@7", "d@10"}), nil
+		return slices.Equal(got, []string{"a@6", "d@10"}), nil
 	}); err != nil {
 		t.Fatalf("the store: %v", inf.GetStore().ListKeys())
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	if diff := cmp.Diff([]string{"5", "6", "9"}, srv.froms); diff != "" {
+	last.Stop()
+	if diff := cmp.Diff([]string{"5", "6", "9", "12"}, srv.froms); diff != "" {
 		t.Errorf("watched from (-want +got):\n%s", diff)
 	}
 }

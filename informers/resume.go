@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -42,7 +43,7 @@ func informerOf[L runtime.Object](c resourceClient[L], clientset any, obj runtim
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, clientset), obj,
 		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: what})
-	rl.store, rl.synced = inf.GetStore(), inf.HasSynced
+	rl.store = inf.GetStore()
 	return inf
 }
 
@@ -104,10 +105,11 @@ const (
 	// authorizer not ready yet, before it reaches the reflector (and
 	// courier's watch error handlers) as a refusal.
 	forbiddenGrace = 10 * time.Second
-	// relistEvery is the least time between two of rl's lists: a 410 sooner
-	// reaches the reflector (no loop of lists).
-	relistEvery = 10 * time.Second
 )
+
+// relistEvery is the least time between two of rl's lists: a 410 sooner
+// reaches the reflector (no loop of lists). A variable for tests.
+var relistEvery = 10 * time.Second
 
 // resumed is a watch that, when it ends unavailable, goes on from the last
 // version it delivered.
@@ -117,9 +119,6 @@ type resumed struct {
 	rl     *relister // nil: a 410 reaches the reflector
 	// relisted is when rl last listed (see relistEvery).
 	relisted time.Time
-	// lastObject is the last event passed on other than a bookmark: a
-	// relist first waits for the informer's store to hold it.
-	lastObject watch.Event
 }
 
 func (r *resumed) ResultChan() <-chan watch.Event { return r.result }
@@ -157,9 +156,6 @@ func (r *resumed) run(ctx context.Context, cur watch.Interface, again func(conte
 				if last != "" || ev.Type == watch.Bookmark && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 					last = m.GetResourceVersion()
 				}
-			}
-			if ev.Type != watch.Bookmark {
-				r.lastObject = ev
 			}
 			if !r.pass(ctx, ev) {
 				return
@@ -213,7 +209,7 @@ func (r *resumed) reconnect(ctx context.Context, again func(context.Context, str
 		if gone {
 			r.relisted = time.Now()
 			var rv string
-			if rv, err = r.rl.relist(ctx, r.lastObject, func(ev watch.Event) bool { return r.pass(ctx, ev) }); err == nil {
+			if rv, err = r.rl.relist(ctx, last, func(ev watch.Event) bool { return r.pass(ctx, ev) }); err == nil {
 				last, gone = rv, false
 				next, err = again(ctx, last) // at once: the list is fresh
 			}
@@ -225,6 +221,8 @@ func (r *resumed) reconnect(ctx context.Context, again func(context.Context, str
 			return next, last, nil
 		case ctx.Err() != nil:
 			return nil, "", ctx.Err()
+		case errors.Is(err, errNotCaughtUp):
+			return nil, "", err // the reflector lists
 		case r.canRelist(err):
 			gone = true
 		case unavailableStatus(err) || unavailableConn(err) || apierrors.IsTooManyRequests(err):
