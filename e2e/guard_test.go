@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 const keyProtect = "courier.dev/protect"
@@ -185,4 +187,58 @@ func TestARefusedRestoreFollowsSoonAfterTheRefusalEnds(t *testing.T) {
 	if took := time.Since(lifted); took > 7*time.Second {
 		t.Errorf("restored %s after the refusal ended; want within 7 s (retries every 5 s)", took.Round(100*time.Millisecond))
 	}
+}
+
+// SPEC (Guard): what others add to a replica's metadata and courier does
+// not own — a finalizer, an owner reference, a label — is kept by courier's
+// updates and reverts (an update writes the whole object: they were
+// dropped before).
+func TestAReplicaKeepsTheFinalizersAndOwnersOthersGaveIt(t *testing.T) {
+	s := setupReplication(t)
+	dst := s.target(t, "dst", nil)
+	createSecret(t, s.src, "cfg", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "1"))
+	eventually(t, converge, "replica", secretIn(dst, "cfg", map[string][]byte{"k": []byte("1")}))
+	createConfigMap(t, dst, "parent", nil, map[string]string{"x": "y"})
+	parent, err := admin().CoreV1().ConfigMaps(dst).Get(t.Context(), "parent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const finalizer = "example.com/hold"
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: parent.UID}
+	updateSecret(t, dst, "cfg", func(r *corev1.Secret) {
+		r.Finalizers = append(r.Finalizers, finalizer)
+		r.OwnerReferences = append(r.OwnerReferences, owner)
+		r.Labels["team"] = "a"
+	})
+	t.Cleanup(func() { // else the namespace never goes (t.Context() has ended)
+		ctx := context.Background()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			r, err := getSecret(ctx, dst, "cfg")
+			if err != nil {
+				return err
+			}
+			r.Finalizers = nil
+			_, err = admin().CoreV1().Secrets(dst).Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("remove the test's finalizer: %v", err)
+		}
+	})
+	kept := func(value string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			r, err := getSecret(ctx, dst, "cfg")
+			if err != nil || string(r.Data["k"]) != value {
+				return false, err
+			}
+			if !slices.Contains(r.Finalizers, finalizer) || len(r.OwnerReferences) != 1 || r.OwnerReferences[0].UID != parent.UID || r.Labels["team"] != "a" {
+				return false, fmt.Errorf("the replica's finalizers %v, owners %v, labels %v: another's were dropped", r.Finalizers, r.OwnerReferences, r.Labels)
+			}
+			return true, nil
+		}
+	}
+	updateSecret(t, s.src, "cfg", func(x *corev1.Secret) { x.Data["k"] = []byte("2") })
+	withinSpec(t, "the source's change on the replica, its finalizer and owner kept", kept("2"))
+	updateSecret(t, dst, "cfg", func(r *corev1.Secret) { r.Data["k"] = []byte("hacked") })
+	withinSpec(t, "the edit reverted, the finalizer and owner kept", kept("2"))
 }

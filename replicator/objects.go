@@ -110,6 +110,11 @@ func replicaMeta(src metav1.Object, namespace, installation string, want replica
 	if existing != nil {
 		m.ResourceVersion = existing.GetResourceVersion()
 		m.UID = existing.GetUID()
+		// An update writes the whole object: what others added to the
+		// replica's metadata stays (a finalizer, an owner for the garbage
+		// collector), as its labels and annotations do.
+		m.OwnerReferences = existing.GetOwnerReferences()
+		m.Finalizers = existing.GetFinalizers()
 		maps.Copy(labels, existing.GetLabels())
 		maps.Copy(annotations, existing.GetAnnotations())
 	}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -235,5 +236,24 @@ func TestPlanPull(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestAnUpdatedReplicaKeepsWhatOthersPutInItsMetadata: an update writes the
+// whole object; another's finalizer and owner on the replica stay, as its
+// labels and annotations do.
+func TestAnUpdatedReplicaKeepsWhatOthersPutInItsMetadata(t *testing.T) {
+	owners := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: "p-uid"}}
+	existing := objmeta.From(&metav1.ObjectMeta{Name: "db", Namespace: "prod", UID: "6f1c2b9e-0d3a-4c55-9f8e-1a2b3c4d5e6f", ResourceVersion: "7",
+		Finalizers: []string{"backup.example.com/keep"}, OwnerReferences: owners, Labels: map[string]string{"team": "a"}}, true)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, replica.Want{Hash: "h"}, &existing)
+	if diff := cmp.Diff([]string{"backup.example.com/keep"}, m.Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(owners, m.OwnerReferences); diff != "" {
+		t.Errorf("owner references (-want +got):\n%s", diff)
+	}
+	if m.Labels["team"] != "a" || m.ResourceVersion != "7" {
+		t.Errorf("labels %v, resourceVersion %q: want team=a kept and 7", m.Labels, m.ResourceVersion)
 	}
 }

@@ -10,6 +10,7 @@ package objmeta
 import (
 	"encoding/hex"
 	"maps"
+	"slices"
 	"time"
 	"unique"
 
@@ -38,6 +39,8 @@ type rare struct {
 	uidText  string // a UID that is not a canonical UUID (only tests make them)
 	deletion *metav1.Time
 	owners   []metav1.OwnerReference
+	// finalizers: a replica's writes keep what others put there.
+	finalizers []string
 }
 
 // rareFields is m.rare, made if m has none.
@@ -52,8 +55,8 @@ func (m *Meta) rareFields() *rare {
 // none). It copies what it keeps; m is not changed.
 func From(m *metav1.ObjectMeta, withMaps bool) Meta {
 	out := Meta{name: m.Name, namespace: unique.Make(m.Namespace), resourceVersion: m.ResourceVersion}
-	if m.DeletionTimestamp != nil || len(m.OwnerReferences) > 0 {
-		out.rare = &rare{deletion: m.DeletionTimestamp, owners: m.OwnerReferences}
+	if m.DeletionTimestamp != nil || len(m.OwnerReferences) > 0 || len(m.Finalizers) > 0 {
+		out.rare = &rare{deletion: m.DeletionTimestamp, owners: m.OwnerReferences, finalizers: m.Finalizers}
 	}
 	if !m.CreationTimestamp.IsZero() {
 		out.created = m.CreationTimestamp.Unix()
@@ -136,9 +139,15 @@ func (m *Meta) GetLabels() map[string]string        { return m.labels }
 func (m *Meta) SetLabels(labels map[string]string)  { m.labels = labels }
 func (m *Meta) GetAnnotations() map[string]string   { return m.annotations }
 func (m *Meta) SetAnnotations(a map[string]string)  { m.annotations = a }
-func (m *Meta) GetFinalizers() []string             { return nil }
-func (m *Meta) SetFinalizers([]string)              {}
+func (m *Meta) SetFinalizers(f []string)            { m.rareFields().finalizers = f }
 func (m *Meta) SetDeletionTimestamp(t *metav1.Time) { m.rareFields().deletion = t }
+
+func (m *Meta) GetFinalizers() []string {
+	if m.rare == nil {
+		return nil
+	}
+	return m.rare.finalizers
+}
 
 func (m *Meta) GetDeletionTimestamp() *metav1.Time {
 	if m.rare == nil {
@@ -201,7 +210,7 @@ func (m *Meta) DeepCopy() Meta {
 	c.labels = maps.Clone(m.labels)
 	c.annotations = maps.Clone(m.annotations)
 	if r := m.rare; r != nil {
-		c.rare = &rare{uidText: r.uidText, deletion: r.deletion.DeepCopy()}
+		c.rare = &rare{uidText: r.uidText, deletion: r.deletion.DeepCopy(), finalizers: slices.Clone(r.finalizers)}
 		if r.owners != nil {
 			c.rare.owners = make([]metav1.OwnerReference, len(r.owners))
 			for i := range r.owners {
@@ -217,7 +226,7 @@ func (m *Meta) ObjectMeta() metav1.ObjectMeta {
 	c := m.DeepCopy()
 	return metav1.ObjectMeta{Name: c.name, Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.resourceVersion,
 		CreationTimestamp: c.GetCreationTimestamp(), DeletionTimestamp: c.GetDeletionTimestamp(), Labels: c.labels, Annotations: c.annotations,
-		OwnerReferences: c.GetOwnerReferences()}
+		OwnerReferences: c.GetOwnerReferences(), Finalizers: c.GetFinalizers()}
 }
 
 // Equal reports whether m and o hold the same metadata (go-cmp uses it).

@@ -24,7 +24,7 @@ func TestFromKeepsWhatCourierReads(t *testing.T) {
 	got := m.ObjectMeta()
 	want := metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace, UID: in.UID, ResourceVersion: in.ResourceVersion,
 		CreationTimestamp: in.CreationTimestamp, DeletionTimestamp: in.DeletionTimestamp, Labels: in.Labels, Annotations: in.Annotations,
-		OwnerReferences: in.OwnerReferences}
+		OwnerReferences: in.OwnerReferences, Finalizers: in.Finalizers}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("From(…, true) (-want +got):\n%s", d)
 	}
