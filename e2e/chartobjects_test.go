@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -191,7 +192,9 @@ func installModuleCRDs(t *testing.T, module string, files []string, gv schema.Gr
 			t.Fatalf("apply %s: %v\n%s", file, err, out)
 		}
 	}
-	eventually(t, converge, module+"'s kinds served", func(ctx context.Context) (bool, error) {
+	// Not what any test checks, and a large CRD (Kyverno's ClusterPolicy)
+	// took over 5 s to be served beside make test's other processes.
+	eventually(t, 30*time.Second, module+"'s kinds served", func(ctx context.Context) (bool, error) {
 		for _, r := range resources {
 			if _, err := dynamicAdmin(t).Resource(gv.WithResource(r)).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 				return false, nil

@@ -463,6 +463,9 @@ func TestARolloutWhoseAnswerIsLostAsTheTermEndsIsToldInTheNext(t *testing.T) {
 		fp.downUntil, fp.stalled["deployments"] = until, until
 		return true
 	}
+	// The rollout's watch event is held from before it is made, so the
+	// term cannot see it (else it often did, and told it in this term).
+	fp.stalled["deployments"] = time.Now().Add(crashLease)
 	fp.mu.Unlock()
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["k"] = []byte("2") })
 	rolledOutOnce(t, ns, "app", before, "secret/db")

@@ -58,7 +58,7 @@ func (c *Controller) act(ctx context.Context, f *facts, v verdict) error {
 		}
 		return nil
 	case doWriteBaseline:
-		if err := c.write(ctx, f, v.d.baseline, nil); err != nil || !v.forget {
+		if _, err := c.write(ctx, f, v.d.baseline, nil); err != nil || !v.forget {
 			return err
 		}
 		c.forgetTemplate(f.cons.GetUID())
@@ -133,7 +133,7 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 		}
 		return nil
 	}
-	if err := c.write(ctx, f, d.baseline, d.changed); errors.Is(err, errNotStored) {
+	if record, err := c.write(ctx, f, d.baseline, d.changed); errors.Is(err, errNotStored) {
 		// Trying again cannot help: say what to fix, once per change.
 		c.metrics.reloads.WithLabelValues(k.Kind, "error").Inc()
 		msg := fmt.Sprintf("%s changed, but %s written into %s was not kept: this kind's schema has no such field, so the API server dropped it and its operator sees nothing. Give --reload-resources a field path the CRD allows (or none, for metadata.annotations)",
@@ -144,7 +144,10 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 	} else if err != nil {
 		c.rolloutFailed(k, err)
 		c.queue.Remember(k, f.seen) // the retry still measures from the change
-		c.unanswered(w.GetUID(), err, unansweredRollout{hash: f.dg.configHash(d.baseline), record: c.record(f.dg, d.baseline, d.changed),
+		// The record as written: its time is the one the workload carries
+		// if the write was made (an answer lost to etcd's timeout comes
+		// seconds later; a record made now would not match it).
+		c.unanswered(w.GetUID(), err, unansweredRollout{hash: f.dg.configHash(d.baseline), record: record,
 			changed: d.changed, seen: f.seen, rv: f.cons.GetResourceVersion()})
 		return err
 	}
@@ -188,8 +191,8 @@ func (c *Controller) reloaded(k key, obj runtime.Object, changed []string, seen 
 // baseline takes the change in, so each change is told once; an Event and
 // a notification say what would have rolled out and why. Nothing restarts.
 func (c *Controller) notifyOnly(ctx context.Context, f *facts, d decision, why string) error {
-	if err := c.write(ctx, f, d.baseline, nil); err != nil {
-		c.unanswered(f.w.GetUID(), err, unansweredRollout{record: c.record(f.dg, d.baseline, nil), changed: d.changed,
+	if record, err := c.write(ctx, f, d.baseline, nil); err != nil {
+		c.unanswered(f.w.GetUID(), err, unansweredRollout{record: record, changed: d.changed,
 			rv: f.w.GetResourceVersion(), notifyOnly: why})
 		return err
 	}
@@ -218,15 +221,17 @@ func (c *Controller) keepPending(ctx context.Context, f *facts, d decision) erro
 	if !d.firstSight {
 		return nil
 	}
-	return c.write(ctx, f, d.before, nil)
+	_, err := c.write(ctx, f, d.before, nil)
+	return err
 }
 
 // write patches the baseline, and with changed inputs, the rollout: into
 // the workload, or into via, the Deployment holding its pod template. For
 // a Rollout with workloadRef and a custom kind without a pod template, the
 // hash goes first and alone; if the record then fails to be written, the
-// rollout has happened without its record and Event.
-func (c *Controller) write(ctx context.Context, f *facts, now baseline, changed []string) error {
+// rollout has happened without its record and Event. It returns the record
+// it wrote (or tried to).
+func (c *Controller) write(ctx context.Context, f *facts, now baseline, changed []string) (record map[string]any, err error) {
 	k, info, w, via := f.key, f.info, f.w, f.via
 	annotations := c.record(f.dg, now, changed)
 	hash := ""
@@ -247,16 +252,16 @@ func (c *Controller) write(ctx context.Context, f *facts, now baseline, changed 
 			hk, hobj = key{Kind: workload.Deployment, Namespace: k.Namespace, Name: via.GetName()}, via
 		}
 		if err := c.patch(ctx, hk, hinfo, hobj.GetResourceVersion(), map[string]any{}, hash); err != nil {
-			return err
+			return annotations, err
 		}
 		c.wroteAgainst(w.GetUID(), hobj.GetResourceVersion())
-		return c.patch(ctx, k, info, "", annotations, "")
+		return annotations, c.patch(ctx, k, info, "", annotations, "")
 	}
 	if err := c.patch(ctx, k, info, w.GetResourceVersion(), annotations, hash); err != nil {
-		return err
+		return annotations, err
 	}
 	c.wroteAgainst(w.GetUID(), w.GetResourceVersion())
-	return nil
+	return annotations, nil
 }
 
 // record is courier's annotations on a workload given now as its baseline

@@ -751,3 +751,40 @@ func TestAConflictedRolloutIsNoReloadError(t *testing.T) {
 		})
 	}
 }
+
+// A rollout whose answer is lost to etcd's timeout hears of it seconds
+// after it was written: the failure is recorded with the record as written,
+// whose time the workload then carries, so the next sync (or the next
+// term's) finds it made and tells it. Before the fix the record was made
+// again at the failure, a second or more later, and the rollout was never
+// told (TestARolloutWhoseAnswerIsLostAsTheTermEndsIsToldInTheNext failed
+// when its write crossed a second).
+func TestALostRolloutWhoseAnswerTookSecondsIsStillTold(t *testing.T) {
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, secret("db", "1", nil), d)
+	f.baselined(t, d)
+	f.put(t, secret("db", "2", nil))
+	clk := f.c.opts.Clock.(*testingclock.FakeClock)
+	failed := false
+	f.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
+		}
+		failed = true
+		if _, _, err := k8stesting.ObjectReaction(f.client.Tracker())(a); err != nil {
+			t.Error(err)
+		}
+		clk.Step(7 * time.Second) // etcd's request timeout
+		return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+	})
+	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil {
+		t.Fatal("the rollout's patch failed, and sync returned no error")
+	}
+	f.stored(t)
+	if patches := f.sync(t); len(patches) != 0 {
+		t.Fatalf("the next sync wrote %v: the rollout was made", patches)
+	}
+	if n := f.events(wellknown.ReasonReloaded); n != 1 {
+		t.Fatalf("%d Reloaded Events after the next sync, want 1", n)
+	}
+}
