@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
@@ -47,8 +48,11 @@ func ContentIndexers(cfg role.Config) cache.Indexers {
 		ReplicasBySource: indexReplicasBySource,
 		Installations: func(obj any) ([]string, error) {
 			m, err := metaOf(obj)
-			if err != nil || m.GetName() != wellknown.DigestKeySecret || m.GetLabels()[wellknown.DigestKey] != "true" {
+			if err != nil || m.GetName() != wellknown.DigestKeySecret {
 				return nil, err
+			}
+			if v, _ := objmeta.Label(m, wellknown.DigestKey); v != "true" {
+				return nil, nil
 			}
 			return []string{m.GetNamespace()}, nil
 		},
@@ -77,7 +81,7 @@ func indexReplicasBySource(obj any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, ok := m.GetAnnotations()[wellknown.Source]
+	src, ok := objmeta.Annotation(m, wellknown.Source)
 	if !ok {
 		return nil, nil
 	}

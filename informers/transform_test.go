@@ -218,7 +218,7 @@ func TestTransformCachesWorkloadsAsObjects(t *testing.T) {
 			TypeMeta:            metav1.TypeMeta{APIVersion: group, Kind: kind},
 			Meta:                objmeta.From(&metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Annotations: map[string]string{wellknown.Reload: "true", "team": "a"}}, true),
 			Templated:           true,
-			TemplateAnnotations: template.Annotations,
+			TemplateAnnotations: objmeta.PairsOf(template.Annotations),
 			Refs:                inputs.Of(&template.Spec),
 			Hash:                "abc",
 		}

@@ -9,7 +9,6 @@ package objmeta
 
 import (
 	"encoding/hex"
-	"maps"
 	"slices"
 	"time"
 	"unique"
@@ -28,11 +27,36 @@ type Meta struct {
 	uid             [16]byte
 	resourceVersion string
 	created         int64 // Unix seconds (the API server's precision)
-	labels          map[string]string
-	annotations     map[string]string
+	// maps are its labels and annotations, behind a pointer: most cached
+	// objects keep none (nil), and pay 8 bytes for them, not 48.
+	maps *maps
 	// rare is what few objects have (nil: none of it), so the rest do not
 	// pay for its fields.
 	rare *rare
+}
+
+type maps struct{ labels, annotations Pairs }
+
+func (m *Meta) labels() Pairs {
+	if m.maps == nil {
+		return nil
+	}
+	return m.maps.labels
+}
+
+func (m *Meta) annotations() Pairs {
+	if m.maps == nil {
+		return nil
+	}
+	return m.maps.annotations
+}
+
+// setMaps sets m's labels and annotations (none: nil maps).
+func (m *Meta) setMaps(labels, annotations Pairs) {
+	m.maps = nil
+	if labels != nil || annotations != nil {
+		m.maps = &maps{labels: labels, annotations: annotations}
+	}
 }
 
 type rare struct {
@@ -62,21 +86,9 @@ func From(m *metav1.ObjectMeta, withMaps bool) Meta {
 		out.created = m.CreationTimestamp.Unix()
 	}
 	if withMaps {
-		out.labels, out.annotations = interned(m.Labels), interned(m.Annotations)
+		out.setMaps(PairsOf(m.Labels), PairsOf(m.Annotations))
 	}
 	out.setUID(m.UID)
-	return out
-}
-
-// interned is a copy of in with its strings shared (nil if empty).
-func interned(in map[string]string) map[string]string {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		out[Intern(k)] = Intern(v)
-	}
 	return out
 }
 
@@ -135,10 +147,10 @@ func (m *Meta) GetGeneration() int64                { return 0 }
 func (m *Meta) SetGeneration(int64)                 {}
 func (m *Meta) GetSelfLink() string                 { return "" }
 func (m *Meta) SetSelfLink(string)                  {}
-func (m *Meta) GetLabels() map[string]string        { return m.labels }
-func (m *Meta) SetLabels(labels map[string]string)  { m.labels = labels }
-func (m *Meta) GetAnnotations() map[string]string   { return m.annotations }
-func (m *Meta) SetAnnotations(a map[string]string)  { m.annotations = a }
+func (m *Meta) GetLabels() map[string]string        { return m.labels().Map() }
+func (m *Meta) SetLabels(labels map[string]string)  { m.setMaps(PairsOf(labels), m.annotations()) }
+func (m *Meta) GetAnnotations() map[string]string   { return m.annotations().Map() }
+func (m *Meta) SetAnnotations(a map[string]string)  { m.setMaps(m.labels(), PairsOf(a)) }
 func (m *Meta) SetFinalizers(f []string)            { m.rareFields().finalizers = f }
 func (m *Meta) SetDeletionTimestamp(t *metav1.Time) { m.rareFields().deletion = t }
 
@@ -207,8 +219,7 @@ func (m *Meta) SetCreationTimestamp(t metav1.Time) {
 // DeepCopy is a copy of m that shares nothing it could change.
 func (m *Meta) DeepCopy() Meta {
 	c := *m
-	c.labels = maps.Clone(m.labels)
-	c.annotations = maps.Clone(m.annotations)
+	c.setMaps(slices.Clone(m.labels()), slices.Clone(m.annotations()))
 	if r := m.rare; r != nil {
 		c.rare = &rare{uidText: r.uidText, deletion: r.deletion.DeepCopy(), finalizers: slices.Clone(r.finalizers)}
 		if r.owners != nil {
@@ -225,7 +236,7 @@ func (m *Meta) DeepCopy() Meta {
 func (m *Meta) ObjectMeta() metav1.ObjectMeta {
 	c := m.DeepCopy()
 	return metav1.ObjectMeta{Name: c.name, Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.resourceVersion,
-		CreationTimestamp: c.GetCreationTimestamp(), DeletionTimestamp: c.GetDeletionTimestamp(), Labels: c.labels, Annotations: c.annotations,
+		CreationTimestamp: c.GetCreationTimestamp(), DeletionTimestamp: c.GetDeletionTimestamp(), Labels: c.labels().Map(), Annotations: c.annotations().Map(),
 		OwnerReferences: c.GetOwnerReferences(), Finalizers: c.GetFinalizers()}
 }
 
@@ -241,5 +252,11 @@ func (m *Meta) GetNamespace() string {
 	}
 	return m.namespace.Value()
 }
+
+// Annotation is m's annotation key (no map is built).
+func (m *Meta) Annotation(key string) (string, bool) { return m.annotations().Get(key) }
+
+// Label is m's label key (no map is built).
+func (m *Meta) Label(key string) (string, bool) { return m.labels().Get(key) }
 
 var _ metav1.Object = (*Meta)(nil)

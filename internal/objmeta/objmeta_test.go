@@ -75,3 +75,43 @@ func TestDeepCopySharesNothingItCouldChange(t *testing.T) {
 		t.Error("a change to a DeepCopy changed the original")
 	}
 }
+
+func TestPairsReadAsTheirMap(t *testing.T) {
+	for _, m := range []map[string]string{nil, {}, {"a": "1"}, {"z": "", "b": "2", "courier.dev/source": "ns/s", "a": "x"}} {
+		p := PairsOf(m)
+		want := m
+		if len(m) == 0 {
+			want = nil
+		}
+		if d := cmp.Diff(want, p.Map()); d != "" || p.Len() != len(m) {
+			t.Errorf("PairsOf(%v).Map() (-want +got):\n%s", m, d)
+		}
+		for k, v := range m {
+			if got, ok := p.Get(k); !ok || got != v {
+				t.Errorf("PairsOf(%v).Get(%q) = %q, %v", m, k, got, ok)
+			}
+		}
+		for _, k := range []string{"", "0", "c", "zz", "courier.dev/sourc"} {
+			if _, in := m[k]; in {
+				continue
+			}
+			if got, ok := p.Get(k); ok {
+				t.Errorf("PairsOf(%v).Get(%q) = %q, true", m, k, got)
+			}
+		}
+	}
+	meta := From(&metav1.ObjectMeta{Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "2"}}, true)
+	if v, ok := Annotation(&meta, "a"); !ok || v != "2" {
+		t.Errorf("Annotation(a) = %q, %v", v, ok)
+	}
+	if v, ok := Label(&meta, "l"); !ok || v != "1" {
+		t.Errorf("Label(l) = %q, %v", v, ok)
+	}
+	full := &metav1.ObjectMeta{Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "2"}}
+	if v, ok := Annotation(full, "a"); !ok || v != "2" {
+		t.Errorf("Annotation(ObjectMeta, a) = %q, %v", v, ok)
+	}
+	if _, ok := Label(full, "x"); ok {
+		t.Error("Label(ObjectMeta, x) found a label it does not have")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -73,19 +74,21 @@ func Classify(installation, ref string, want Want, obj metav1.Object, objHash st
 // naming no installation was made before replicas named one: it is taken as
 // this installation's.
 func OwnerOf(m metav1.Object, installation string) (source string, managed bool) {
-	if inst, ok := m.GetAnnotations()[wellknown.Installation]; ok && inst != installation {
+	if inst, ok := objmeta.Annotation(m, wellknown.Installation); ok && inst != installation {
 		return "", false
 	}
-	source, hasSource := m.GetAnnotations()[wellknown.Source]
-	l := m.GetLabels()
-	return source, hasSource || l[wellknown.ManagedBy] == wellknown.ManagedByValue || l[wellknown.Replica] == "true"
+	source, hasSource := objmeta.Annotation(m, wellknown.Source)
+	managedBy, _ := objmeta.Label(m, wellknown.ManagedBy)
+	isReplica, _ := objmeta.Label(m, wellknown.Replica)
+	return source, hasSource || managedBy == wellknown.ManagedByValue || isReplica == "true"
 }
 
 // Marked reports whether m is a replica of any installation: it names one,
 // or carries another of courier's replica markers.
 func Marked(m metav1.Object) bool {
 	_, managed := OwnerOf(m, "")
-	return managed || m.GetAnnotations()[wellknown.Installation] != ""
+	inst, _ := objmeta.Annotation(m, wellknown.Installation)
+	return managed || inst != ""
 }
 
 // Stamp is the courier.dev/content-hash courier writes on a replica whose

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -148,8 +149,9 @@ func (r Role) Replicates() bool {
 
 // IsBackup reports whether m is a backup courier made (label and annotation).
 func IsBackup(m metav1.Object) bool {
-	_, of := m.GetAnnotations()[wellknown.BackupOf]
-	return of && m.GetLabels()[wellknown.Backup] == "true"
+	_, of := objmeta.Annotation(m, wellknown.BackupOf)
+	backup, _ := objmeta.Label(m, wellknown.Backup)
+	return of && backup == "true"
 }
 
 // Marked reports whether m bears any label or annotation courier reads: a

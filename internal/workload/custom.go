@@ -146,8 +146,8 @@ type Object struct {
 	// (built-in kinds and Rollouts), not what courier.dev/reload-on names.
 	Templated bool
 	// TemplateAnnotations are the pod template's annotations (nil without a
-	// template).
-	TemplateAnnotations map[string]string
+	// template), as Pairs: read them through the package's TemplateAnnotations.
+	TemplateAnnotations objmeta.Pairs
 	// Refs is what the pod template consumes (inputs.Of); nil for other kinds,
 	// for a Rollout with spec.workloadRef, and for one courier cannot read.
 	Refs []inputs.Ref
@@ -177,7 +177,7 @@ type Object struct {
 func (o *Object) DeepCopyObject() runtime.Object {
 	c := *o
 	c.Meta = o.Meta.DeepCopy()
-	c.TemplateAnnotations = maps.Clone(o.TemplateAnnotations)
+	c.TemplateAnnotations = slices.Clone(o.TemplateAnnotations)
 	if o.Refs != nil {
 		c.Refs = make([]inputs.Ref, len(o.Refs))
 		for i, r := range o.Refs {
@@ -221,7 +221,8 @@ func Cached(obj any) (*Object, bool) {
 }
 
 func (o *Object) setTemplate(t *corev1.PodTemplateSpec) {
-	o.TemplateAnnotations, o.Refs, o.Hash = t.Annotations, inputs.Of(&t.Spec), t.Annotations[wellknown.ConfigHash]
+	o.TemplateAnnotations, o.Refs = objmeta.PairsOf(t.Annotations), inputs.Of(&t.Spec)
+	o.Hash, _ = o.TemplateAnnotations.Get(wellknown.ConfigHash)
 	o.TemplateSum = templateSum(t)
 }
 

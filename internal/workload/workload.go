@@ -116,7 +116,7 @@ func KindOf(obj any) string {
 // cached; nil without a template.
 func TemplateAnnotations(obj any) map[string]string {
 	if o, ok := obj.(*Object); ok {
-		return o.TemplateAnnotations
+		return o.TemplateAnnotations.Map()
 	}
 	if _, t := Of(obj); t != nil {
 		return t.Annotations
@@ -136,7 +136,7 @@ func Inputs(obj any) []inputs.Ref {
 		case !o.Templated:
 			return inputs.RefsOf(o.GetAnnotations()[wellknown.ReloadOn])
 		}
-		return WithNamed(o.Refs, o.GetAnnotations(), o.TemplateAnnotations)
+		return WithNamed(o.Refs, o.GetAnnotations(), o.TemplateAnnotations.Map())
 	}
 	if kind, t := Of(obj); t != nil {
 		m := obj.(metav1.Object)
