@@ -10,6 +10,7 @@ package objmeta
 import (
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"time"
 	"unique"
 
@@ -24,9 +25,12 @@ type Meta struct {
 	name      string
 	namespace unique.Handle[string]
 	// uid is a canonical UUID's 16 bytes (else rare.uidText).
-	uid             [16]byte
-	resourceVersion string
-	created         int64 // Unix seconds (the API server's precision)
+	uid [16]byte
+	// version is the resourceVersion when it is a decimal number without
+	// leading zeros, as every API server writes it (else rare.versionText;
+	// 0: none).
+	version uint64
+	created int64 // Unix seconds (the API server's precision)
 	// maps are its labels and annotations, behind a pointer: most cached
 	// objects keep none (nil), and pay 8 bytes for them, not 48.
 	maps *maps
@@ -60,9 +64,11 @@ func (m *Meta) setMaps(labels, annotations Pairs) {
 }
 
 type rare struct {
-	uidText  string // a UID that is not a canonical UUID (only tests make them)
-	deletion *metav1.Time
-	owners   []metav1.OwnerReference
+	uidText string // a UID that is not a canonical UUID (only tests make them)
+	// versionText is a resourceVersion that is not a number version holds.
+	versionText string
+	deletion    *metav1.Time
+	owners      []metav1.OwnerReference
 	// finalizers: a replica's writes keep what others put there.
 	finalizers []string
 }
@@ -78,7 +84,7 @@ func (m *Meta) rareFields() *rare {
 // From is the Meta of m, with its labels and annotations if withMaps (else
 // none). It copies what it keeps; m is not changed.
 func From(m *metav1.ObjectMeta, withMaps bool) Meta {
-	out := Meta{name: m.Name, namespace: unique.Make(m.Namespace), resourceVersion: m.ResourceVersion}
+	out := Meta{name: m.Name, namespace: unique.Make(m.Namespace)}
 	if m.DeletionTimestamp != nil || len(m.OwnerReferences) > 0 || len(m.Finalizers) > 0 {
 		out.rare = &rare{deletion: m.DeletionTimestamp, owners: m.OwnerReferences, finalizers: m.Finalizers}
 	}
@@ -89,6 +95,7 @@ func From(m *metav1.ObjectMeta, withMaps bool) Meta {
 		out.setMaps(PairsOf(m.Labels), PairsOf(m.Annotations))
 	}
 	out.setUID(m.UID)
+	out.SetResourceVersion(m.ResourceVersion)
 	return out
 }
 
@@ -120,6 +127,32 @@ func (m *Meta) setUID(uid types.UID) {
 	}
 }
 
+// GetResourceVersion is the object's resourceVersion.
+func (m *Meta) GetResourceVersion() string {
+	if m.version == 0 {
+		if m.rare == nil {
+			return ""
+		}
+		return m.rare.versionText
+	}
+	return strconv.FormatUint(m.version, 10)
+}
+
+// SetResourceVersion sets it.
+func (m *Meta) SetResourceVersion(version string) {
+	m.version = 0
+	if m.rare != nil {
+		m.rare.versionText = ""
+	}
+	if n, err := strconv.ParseUint(version, 10, 64); err == nil && n != 0 && version[0] != '0' && version[0] != '+' {
+		m.version = n
+		return
+	}
+	if version != "" {
+		m.rareFields().versionText = version
+	}
+}
+
 // parseUUID reads the canonical 8-4-4-4-12 hex form.
 func parseUUID(s string) ([16]byte, bool) {
 	var out [16]byte
@@ -141,8 +174,6 @@ func (m *Meta) GetName() string                     { return m.name }
 func (m *Meta) SetName(name string)                 { m.name = name }
 func (m *Meta) GetGenerateName() string             { return "" }
 func (m *Meta) SetGenerateName(string)              {}
-func (m *Meta) GetResourceVersion() string          { return m.resourceVersion }
-func (m *Meta) SetResourceVersion(version string)   { m.resourceVersion = version }
 func (m *Meta) GetGeneration() int64                { return 0 }
 func (m *Meta) SetGeneration(int64)                 {}
 func (m *Meta) GetSelfLink() string                 { return "" }
@@ -221,7 +252,7 @@ func (m *Meta) DeepCopy() Meta {
 	c := *m
 	c.setMaps(slices.Clone(m.labels()), slices.Clone(m.annotations()))
 	if r := m.rare; r != nil {
-		c.rare = &rare{uidText: r.uidText, deletion: r.deletion.DeepCopy(), finalizers: slices.Clone(r.finalizers)}
+		c.rare = &rare{uidText: r.uidText, versionText: r.versionText, deletion: r.deletion.DeepCopy(), finalizers: slices.Clone(r.finalizers)}
 		if r.owners != nil {
 			c.rare.owners = make([]metav1.OwnerReference, len(r.owners))
 			for i := range r.owners {
@@ -235,7 +266,7 @@ func (m *Meta) DeepCopy() Meta {
 // ObjectMeta is m as a metav1.ObjectMeta, for code that needs the type.
 func (m *Meta) ObjectMeta() metav1.ObjectMeta {
 	c := m.DeepCopy()
-	return metav1.ObjectMeta{Name: c.name, Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.resourceVersion,
+	return metav1.ObjectMeta{Name: c.name, Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.GetResourceVersion(),
 		CreationTimestamp: c.GetCreationTimestamp(), DeletionTimestamp: c.GetDeletionTimestamp(), Labels: c.labels().Map(), Annotations: c.annotations().Map(),
 		OwnerReferences: c.GetOwnerReferences(), Finalizers: c.GetFinalizers()}
 }

@@ -115,3 +115,20 @@ func TestPairsReadAsTheirMap(t *testing.T) {
 		t.Error("Label(ObjectMeta, x) found a label it does not have")
 	}
 }
+
+func TestResourceVersionsReadBackAsTheyWere(t *testing.T) {
+	for _, rv := range []string{"", "0", "1", "42", "007", "18446744073709551615", "18446744073709551616", "+5", "-1", "abc", "1a"} {
+		m := From(&metav1.ObjectMeta{ResourceVersion: rv}, false)
+		if got := m.GetResourceVersion(); got != rv {
+			t.Errorf("resourceVersion %q read back as %q", rv, got)
+		}
+		c := m.DeepCopy()
+		if got := c.GetResourceVersion(); got != rv {
+			t.Errorf("a copy's resourceVersion %q read back as %q", rv, got)
+		}
+		m.SetResourceVersion("7")
+		if got := m.GetResourceVersion(); got != "7" || c.GetResourceVersion() != rv {
+			t.Errorf("set to 7, it reads %q (the copy %q, want %q)", got, c.GetResourceVersion(), rv)
+		}
+	}
+}
