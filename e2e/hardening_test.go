@@ -7,6 +7,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -192,8 +197,18 @@ func TestTenantObjectsCannotInflateCouriersMemory(t *testing.T) {
 // annotations, grow courier's live heap by at most 8 MiB: courier holds, per
 // Secret, its compact metadata without those labels (it bears no mark
 // courier reads) and a 32-byte digest per key, never its value.
+//
+// And a dump of courier's heap (a build with -tags heapdump, see
+// heapdump.go) holds of their values at most the residue of the last
+// traffic in the HTTP client's buffers, while it does hold the value of a
+// source courier copies (so the search can find one).
 func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
-	s := setupReplication(t, "--profiling")
+	dump := filepath.Join(t.TempDir(), "heap.dump")
+	src := newNamespace(t, "src", nil)
+	s := replicationSetup{id: testID(), src: src,
+		courier: startCourierFrom(t, heapDumpBuild(t), courierIdentity(), []string{"COURIER_HEAPDUMP=" + dump}, "--source-namespaces="+src, "--profiling")}
+	s.courier.WaitReady(t.Context())
+	s.courier.WaitLeader(t.Context())
 	tenant := newNamespace(t, "tenant", nil)
 	contentDeletedAtCleanup(t, tenant)
 	before := liveHeap(t, s.courier)
@@ -205,6 +220,11 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 		}
 		return small
 	}
+	values := make([][]byte, secrets)
+	for i := range values {
+		values[i] = make([]byte, size(i))
+		_, _ = rand.Read(values[i])
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -212,8 +232,7 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < secrets; i += workers {
-				value := make([]byte, size(i))
-				_, _ = rand.Read(value)
+				value := values[i]
 				sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%05d", i),
 					Labels:      map[string]string{"app.kubernetes.io/name": "billing", "app.kubernetes.io/instance": fmt.Sprintf("billing-%d", i%50), "team": "payments"},
 					Annotations: map[string]string{"owner": "payments@example.com", "rotated-at": time.Now().UTC().Format(time.RFC3339)}},
@@ -233,11 +252,18 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// The last bytes courier's client read stay in its buffers (TLS
+	// records, HTTP/2 frames, the watch's decoder) until more arrive: a
+	// Secret of zeros larger than any of them passes after them.
+	createSecret(t, tenant, "zeros", withData("zeros", string(make([]byte, 96<<10))))
 	// One watch per kind, in resourceVersion order: once the replica of a
 	// source created after them exists, courier's cache holds them all.
+	// The source's value is random: courier copies it, so the dump holds it.
 	dst := s.target(t, "dst", nil)
-	createSecret(t, s.src, "last", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", "v"))
-	eventually(t, 60*time.Second, "courier's cache caught up", secretIn(dst, "last", map[string][]byte{"k": []byte("v")}))
+	copied := make([]byte, 4<<10)
+	_, _ = rand.Read(copied)
+	createSecret(t, s.src, "last", withAnnotation(keyReplicateTo, "test="+s.id), withData("k", string(copied)))
+	eventually(t, 60*time.Second, "courier's cache caught up", secretIn(dst, "last", map[string][]byte{"k": copied}))
 	time.Sleep(quiet)
 	after := liveHeap(t, s.courier)
 	grew := after - before
@@ -246,6 +272,62 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 	if limit := 8.0 * (1 << 20); grew > limit {
 		t.Errorf("courier's heap grew %.1f MiB, want at most %.0f MiB", grew/(1<<20), limit/(1<<20))
 	}
+
+	s.courier.Signal(syscall.SIGUSR2)
+	var heap []byte
+	eventually(t, 60*time.Second, "courier's heap dump", func(context.Context) (bool, error) {
+		b, err := os.ReadFile(dump)
+		heap = b
+		return err == nil, nil
+	})
+	if held, _ := piecesIn(heap, [][]byte{copied}); len(held) == 0 {
+		t.Error("the heap dump lacks the value of the source courier copies: the search cannot find a value")
+	}
+	// Go's HTTP/2 and TLS clients keep the last bytes they read in buffers
+	// they reuse (a TLS record, a pooled HTTP/2 chunk of up to 16 KiB),
+	// overwritten as more arrive: residue of the traffic, not anything
+	// courier holds. It is bounded by their size; 44 MiB of values held
+	// (courier caching them), or any one of the larger values, is not.
+	held, pieces := piecesIn(heap, values)
+	t.Logf("a heap dump of %.1f MiB holds %d bytes of the %d Secrets' values (%d of them, in 32-byte pieces): the client's buffers",
+		float64(len(heap))/(1<<20), pieces*32, secrets, len(held))
+	if limit := 32 << 10; pieces*32 > limit {
+		t.Errorf("courier's heap holds %d KiB of the values of %d Secrets it does not copy (e.g. tenant-%05d), more than the client's buffers (%d KiB)",
+			pieces*32>>10, len(held), held[0], limit>>10)
+	}
+}
+
+// piecesIn is the indexes of the values of which heap holds a piece, and
+// how many pieces it holds: 32 bytes at an offset in the value that is a
+// multiple of 32, so any 63 bytes of a value held in one run are found.
+func piecesIn(heap []byte, values [][]byte) (held []int, pieces int) {
+	const n = 32
+	of := map[[n]byte]int{}
+	for i, v := range values {
+		for off := 0; off+n <= len(v); off += n {
+			of[[n]byte(v[off:off+n])] = i
+		}
+	}
+	seen := map[int]bool{}
+	for off := 0; off+n <= len(heap); off++ {
+		if i, ok := of[[n]byte(heap[off:off+n])]; ok {
+			seen[i] = true
+			pieces++
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), pieces
+}
+
+// heapDumpBuild is courier built with -tags heapdump (heapdump.go).
+func heapDumpBuild(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "courier-heapdump")
+	build := exec.CommandContext(t.Context(), "go", "build", "-race", "-trimpath", "-tags", "heapdump", "-o", bin, ".")
+	build.Dir = env.root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build courier with -tags heapdump: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // tooManyRequests retries a request the API server answers 429 (its
