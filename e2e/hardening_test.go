@@ -287,7 +287,9 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 	// they reuse (a TLS record, a pooled HTTP/2 chunk of up to 16 KiB),
 	// overwritten as more arrive: residue of the traffic, not anything
 	// courier holds. It is bounded by their size; 44 MiB of values held
-	// (courier caching them), or any one of the larger values, is not.
+	// (courier caching them), or any value of more than 32 KiB held whole,
+	// is not. (The search finds values as raw bytes, as the cache would
+	// hold them, not encoded.)
 	held, pieces := piecesIn(heap, values)
 	t.Logf("a heap dump of %.1f MiB holds %d bytes of the %d Secrets' values (%d of them, in 32-byte pieces): the client's buffers",
 		float64(len(heap))/(1<<20), pieces*32, secrets, len(held))

@@ -24,6 +24,7 @@ import (
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	visible "github.com/courier-k8s/courier/internal/view"
@@ -195,7 +196,8 @@ func sourceKey(kind string, m metav1.Object) key {
 // watched reports whether m is labelled protected, or is a backup, in an
 // allowed source namespace: what the guard queues.
 func (c *Controller) watched(m metav1.Object) bool {
-	return c.opts.SourceNamespaces.Match(m.GetNamespace()) && (m.GetLabels()[wellknown.Protect] == "true" || isBackup(m))
+	protect, _ := objmeta.Label(m, wellknown.Protect)
+	return c.opts.SourceNamespaces.Match(m.GetNamespace()) && (protect == "true" || isBackup(m))
 }
 
 // BackupOf returns the name of the source m is the backup of, if it is one.

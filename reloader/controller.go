@@ -319,13 +319,12 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	if err1 != nil || err2 != nil {
 		return
 	}
-	oldTemplate, newTemplate := workload.TemplateAnnotations(oldObj), workload.TemplateAnnotations(newObj)
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
 		a[wellknown.ReloadMinInterval] == b[wellknown.ReloadMinInterval] && a[stakater.PausePeriod] == b[stakater.PausePeriod] &&
 		a[wellknown.ReloadFinished] == b[wellknown.ReloadFinished] &&
-		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(oldTemplate, newTemplate, stakater.Keys))) {
+		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(workload.TemplateAnnotations(oldObj), workload.TemplateAnnotations(newObj), stakater.Keys))) {
 		return
 	}
 	c.onWorkload(newObj)

@@ -17,6 +17,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/namespaces"
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
@@ -230,7 +231,7 @@ func (c *Controller) syncSource(k key) error {
 // courier installation.
 func (c *Controller) servedElsewhere(replicas []*item) bool {
 	for _, r := range replicas {
-		if inst, ok := r.meta.GetAnnotations()[wellknown.Installation]; ok && inst != c.opts.Installation {
+		if inst, ok := objmeta.Annotation(r.meta, wellknown.Installation); ok && inst != c.opts.Installation {
 			return true
 		}
 	}

@@ -69,9 +69,12 @@ func TestDeepCopySharesNothingItCouldChange(t *testing.T) {
 	m := From(&metav1.ObjectMeta{Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"b": "2"}, DeletionTimestamp: &deleted,
 		OwnerReferences: []metav1.OwnerReference{{Name: "o"}}}, true)
 	c := m.DeepCopy()
-	c.GetLabels()["a"], c.GetAnnotations()["b"], c.GetOwnerReferences()[0].Name = "x", "y", "z"
+	c.SetLabels(map[string]string{"a": "x"})
+	c.SetAnnotations(map[string]string{"b": "y"})
+	c.GetOwnerReferences()[0].Name = "z"
 	c.GetDeletionTimestamp().Time = time.Unix(1, 0)
-	if m.GetLabels()["a"] != "1" || m.GetAnnotations()["b"] != "2" || m.GetOwnerReferences()[0].Name != "o" || !m.GetDeletionTimestamp().Equal(&deleted) {
+	if m.GetLabels()["a"] != "1" || m.GetAnnotations()["b"] != "2" || m.GetOwnerReferences()[0].Name != "o" || !m.GetDeletionTimestamp().Equal(&deleted) ||
+		c.GetLabels()["a"] != "x" || c.GetAnnotations()["b"] != "y" {
 		t.Error("a change to a DeepCopy changed the original")
 	}
 }

@@ -107,8 +107,8 @@ func TestObjectOfReadsWhatTheReloaderNeeds(t *testing.T) {
 		t.Errorf("a custom resource's inputs are its reload-on (-want +got):\n%s", diff)
 	}
 	c := o.DeepCopyObject().(*Object)
-	c.GetAnnotations()["x"] = "y"
-	if _, ok := o.GetAnnotations()["x"]; ok {
+	c.SetAnnotations(map[string]string{"x": "y"})
+	if _, ok := o.GetAnnotations()["x"]; ok || c.GetAnnotations()["x"] != "y" {
 		t.Error("DeepCopyObject shares the annotations")
 	}
 }
