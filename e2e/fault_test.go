@@ -253,6 +253,25 @@ func TestControlPlaneRestartsAreSurvived(t *testing.T) {
 	if s.courier.Exited() || s.courier.cmd.Process.Pid != pid {
 		t.Errorf("courier restarted or exited during the control-plane restarts")
 	}
+	freshControllerManager(t, s.src)
+}
+
+// freshControllerManager restarts kube-controller-manager and waits until
+// it makes a Deployment's ReplicaSet in ns. After kube-apiserver and etcd
+// restarts its informers wait out client-go's doubling backoff (courier's
+// do not), and a later test of this process would wait up to half a minute
+// for its first ReplicaSet: two lost-answer tests right after this one
+// failed in a clean-clone run for it.
+func freshControllerManager(t *testing.T, ns string) {
+	t.Helper()
+	if err := env.cluster.Restart(t.Context(), "kube-controller-manager", false); err != nil {
+		t.Fatalf("restart kube-controller-manager: %v", err)
+	}
+	createDeployment(t, ns, "probe", nil, podSpec(nil, nil, nil))
+	eventually(t, time.Minute, "kube-controller-manager makes a ReplicaSet again", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, ns, "probe")
+		return n == 1, err
+	})
 }
 
 // TestRejectedWriteGivesAnEventAndTheRestContinues puts a ResourceQuota that
