@@ -50,11 +50,19 @@ func brokenBuild(t *testing.T, d defect) string {
 	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "courier")
-	build := exec.CommandContext(t.Context(), "go", "build", "-race", "-trimpath", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, ".")
+	return buildCourier(t, "the defect planted", "-overlay", filepath.Join(dir, "overlay.json"))
+}
+
+// buildCourier builds courier from this repository as the suite does
+// (-race), with flags, into a directory of t's; what says which build it is
+// when it fails.
+func buildCourier(t *testing.T, what string, flags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "courier")
+	build := exec.CommandContext(t.Context(), "go", append(append([]string{"build", "-race", "-trimpath"}, flags...), "-o", bin, ".")...)
 	build.Dir = env.root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build courier with the defect planted: %v\n%s", err, out)
+		t.Fatalf("build courier with %s: %v\n%s", what, err, out)
 	}
 	return bin
 }

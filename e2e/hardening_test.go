@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,7 +205,7 @@ func TestUnconsumedTenantSecretsCostLittleWhateverTheirSize(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "heap.dump")
 	src := newNamespace(t, "src", nil)
 	s := replicationSetup{id: testID(), src: src,
-		courier: startCourierFrom(t, heapDumpBuild(t), courierIdentity(), []string{"COURIER_HEAPDUMP=" + dump}, "--source-namespaces="+src, "--profiling")}
+		courier: startCourierFrom(t, buildCourier(t, "-tags heapdump", "-tags", "heapdump"), courierIdentity(), []string{"COURIER_HEAPDUMP=" + dump}, "--source-namespaces="+src, "--profiling")}
 	s.courier.WaitReady(t.Context())
 	s.courier.WaitLeader(t.Context())
 	tenant := newNamespace(t, "tenant", nil)
@@ -318,18 +317,6 @@ func piecesIn(heap []byte, values [][]byte) (held []int, pieces int) {
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), pieces
-}
-
-// heapDumpBuild is courier built with -tags heapdump (heapdump.go).
-func heapDumpBuild(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "courier-heapdump")
-	build := exec.CommandContext(t.Context(), "go", "build", "-race", "-trimpath", "-tags", "heapdump", "-o", bin, ".")
-	build.Dir = env.root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build courier with -tags heapdump: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // tooManyRequests retries a request the API server answers 429 (its
