@@ -320,6 +320,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		StormWindow:  o.ReloadStormWindow,
 		Compat:       o.Compat.Reloader,
 		Debounce:     o.ReloadDebounce,
+		WaveTimeout:  o.ReloadWaveTimeout,
 		QPS:          float32(o.ReloadQPS),
 		Burst:        o.ReloadBurst,
 		QueueMetrics: queues,

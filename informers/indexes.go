@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"strings"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/objmeta"
@@ -111,6 +112,13 @@ const ConsumersByInput = "courier.dev/consumers-by-input"
 
 // InputKey is the ConsumersByInput value of a Secret or ConfigMap.
 func InputKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// SplitInputKey is the kind, namespace and name of an InputKey.
+func SplitInputKey(ik string) (kind, namespace, name string) {
+	kind, rest, _ := strings.Cut(ik, "/")
+	namespace, name, _ = strings.Cut(rest, "/")
+	return kind, namespace, name
+}
 
 // WorkloadIndexers are the indexers every workload informer gets.
 var WorkloadIndexers = cache.Indexers{ConsumersByInput: indexConsumersByInput}

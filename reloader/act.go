@@ -15,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/notify"
+	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -31,6 +34,11 @@ func (c *Controller) act(ctx context.Context, f *facts, v verdict) error {
 		if stop, err := c.madeAfterAll(ctx, k, f.info, f.obj.(runtime.Object), f.w, f.cons, f.tmplObj); stop || err != nil {
 			return err
 		}
+	}
+	if news, halts := c.waiting.set(k, f.seen, f.now, v); !news {
+		v.event, v.skip = "", "" // a wait or a halt is told once, not at each move of the workloads it waits for
+	} else {
+		c.haltedInputs(halts, v.inputMessage)
 	}
 	c.tell(f, v)
 	if v.after > 0 {
@@ -111,6 +119,26 @@ func (c *Controller) tell(f *facts, v verdict) {
 	}
 	if v.event != "" {
 		c.recorder.Event(f.obj.(runtime.Object), v.eventType, v.event, v.message)
+	}
+}
+
+// haltedInputs tells each input (InputKeys) whose change is halted, and
+// the source it was copied from, with msg.
+func (c *Controller) haltedInputs(halts []string, msg string) {
+	for _, ik := range halts {
+		kind, namespace, name := informers.SplitInputKey(ik)
+		m, ok := c.object(kind, namespace, name).(metav1.Object)
+		if !ok {
+			continue
+		}
+		c.recorder.Event(m.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonReloadHalted, msg)
+		if src, _ := objmeta.Annotation(m, wellknown.Source); src != "" {
+			if ns, n, err := cache.SplitMetaNamespaceKey(src); err == nil && ns != "" {
+				if s, ok := c.object(kind, ns, n).(runtime.Object); ok {
+					c.recorder.Event(s, corev1.EventTypeWarning, wellknown.ReasonReloadHalted, msg+" (in namespace "+namespace+")")
+				}
+			}
+		}
 	}
 }
 

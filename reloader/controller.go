@@ -67,6 +67,10 @@ type Options struct {
 	Compat bool
 	// Debounce gathers the changes to one workload's inputs into one rollout.
 	Debounce time.Duration
+	// WaveTimeout: a workload of an earlier rollout wave not healthy this
+	// long after courier rolled it out halts the change for the later
+	// waves (--reload-wave-timeout).
+	WaveTimeout time.Duration
 	// QPS and Burst bound rollouts across the cluster.
 	QPS   float32
 	Burst int
@@ -112,7 +116,8 @@ type Controller struct {
 	kindsMu sync.RWMutex
 	kinds   map[string]kindInfo // by kind name: the built-in kinds, and the custom kinds served now
 
-	parked parked // workloads waiting for the replicator
+	parked  parked   // workloads waiting for the replicator
+	waiting *waiting // workloads waiting for an earlier rollout wave
 
 	// hints: the content inputs had before their latest change, by input
 	// key (see hint); templates: for workloads whose inputs changed lately,
@@ -207,6 +212,7 @@ func newController(client kubernetes.Interface, recorder record.EventRecorder, r
 		providers:   map[string]*unstructured.Unstructured{},
 	}
 	reg.MustRegister(c.storms)
+	c.waiting = newWaiting(reg)
 	return c
 }
 
@@ -222,6 +228,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.queue.Run(ctx, workerCount, key{}, c.resync, c.sync, c.failed)
 	c.forgetNotifyOnly()
+	c.waiting.reset()
 	return nil
 }
 
@@ -320,10 +327,14 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 		return
 	}
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
+	if k, ok := workloadKey(newObj); ok && (workload.HealthOf(oldObj) != workload.HealthOf(newObj) ||
+		a[wellknown.ConfigInputs] != b[wellknown.ConfigInputs] || a[wellknown.ReloadWave] != b[wellknown.ReloadWave]) {
+		c.wake(k) // a workload of an earlier wave moved on: those waiting for it look again
+	}
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&
 		a[wellknown.ReloadMinInterval] == b[wellknown.ReloadMinInterval] && a[stakater.PausePeriod] == b[stakater.PausePeriod] &&
-		a[wellknown.ReloadFinished] == b[wellknown.ReloadFinished] &&
+		a[wellknown.ReloadFinished] == b[wellknown.ReloadFinished] && a[wellknown.ReloadWave] == b[wellknown.ReloadWave] &&
 		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(workload.TemplateAnnotations(oldObj), workload.TemplateAnnotations(newObj), stakater.Keys))) {
 		return
 	}
@@ -334,6 +345,8 @@ func (c *Controller) onWorkloadDelete(obj any) {
 	obj = informers.Unwrap(obj)
 	if k, ok := workloadKey(obj); ok {
 		c.queue.Take(k)
+		c.wake(k)
+		c.waiting.set(k, time.Time{}, time.Time{}, verdict{})
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		c.forgetTemplate(m.GetUID())

@@ -31,6 +31,8 @@ const (
 	VerdictCannotTell   = "cannot tell"
 	VerdictNothingToDo  = "nothing to do"
 	VerdictRecreatesJob = "recreates the Job"
+	VerdictWaitsForWave = "waits for an earlier wave"
+	VerdictHalted       = "halted"
 )
 
 // explain tells verdict v, decided over facts f. Like the policies, it
@@ -66,6 +68,11 @@ func explain(f *facts, v verdict) Explanation {
 		e.Verdict, e.Message = VerdictDrops, "nothing it consumes is opted in any more"
 	case doKeepPending:
 		e.Verdict = VerdictHeld
+		if v.wave.halted() {
+			e.Verdict = VerdictHalted
+		} else if v.wave != nil {
+			e.Verdict = VerdictWaitsForWave
+		}
 	case doNotify:
 		e.Verdict, e.Message = VerdictNotifies, fmt.Sprintf("%s changed: courier tells of the rollout and makes none (%s)", changed, v.why)
 	case doRollOut:

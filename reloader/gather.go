@@ -26,8 +26,9 @@ import (
 // the per-process state, into facts; nil when there is nothing to decide on
 // (the workload, its kind or the Deployment holding its pod template is not
 // there). It stops reading at a fact that decides alone (the policies
-// before the comparison).
-func (c *Controller) gather(ctx context.Context, k key, seen time.Time) (*facts, error) {
+// before the comparison). Without waves, it does not read what a rollout
+// wave waits for (the workloads of earlier waves).
+func (c *Controller) gather(ctx context.Context, k key, seen time.Time, waves bool) (*facts, error) {
 	f := &facts{key: k, seen: seen, now: c.opts.Clock.Now(), keyNamespace: c.opts.Namespace}
 	if f.replicating = c.waitsForReplication(seen); f.replicating {
 		return f, nil
@@ -79,6 +80,18 @@ func (c *Controller) gather(ctx context.Context, k key, seen time.Time) (*facts,
 	f.notifyMode = c.opts.NotifyOnly
 	f.interval, f.intervalKey, _ = minInterval(k.Kind, f.w.GetAnnotations(), c.opts.Compat) // an invalid one: observe said so
 	f.reloadedAt = f.w.GetAnnotations()[wellknown.ReloadedAt]
+	var werr error
+	if f.wave, werr = waveOf(f.w.GetAnnotations(), c.opts.Compat); werr != nil {
+		f.observed.warnings = append(f.observed.warnings, werr.Error())
+	}
+	if waves && f.wave > 0 {
+		if d := comparison(f); d.action == rollOut {
+			f.waveTimeout, f.waitingSince = c.opts.WaveTimeout, c.waiting.since(k, f.now)
+			if err := c.gatherWaves(ctx, f, d.changed); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return f, nil
 }
 

@@ -28,6 +28,8 @@ const (
 	skipOwnRollout = "template_changed"
 	skipSuppressed = "suppressed"
 	skipFinished   = "job_finished"
+	skipWave       = "wave"
+	skipHalted     = "halted"
 )
 
 // resultNotified: in courier_reloader_reloads_total, a rollout told but not
@@ -81,6 +83,12 @@ type facts struct {
 	interval        time.Duration
 	intervalKey     string // the annotation the interval was read from
 	reloadedAt      string // courier.dev/reloaded-at
+
+	// Rollout waves (waves.go).
+	wave         int     // courier.dev/reload-wave (noWave: none)
+	ahead        []ahead // the earlier waves' workloads not done with the change
+	waveTimeout  time.Duration
+	waitingSince time.Time // when this process first held it for a wave (now: not yet)
 }
 
 // jobState is what a Job's status says of recreating it.
@@ -138,6 +146,10 @@ type verdict struct {
 	forget bool
 	// why: for doNotify, what asked for notify only.
 	why string
+	// wave: what a verdict held by a wave waits for (nil: none);
+	// inputMessage, when the change is halted, the Event on its input.
+	wave         *waveWait
+	inputMessage string
 }
 
 // policy decides, or passes (false) to the next one.
@@ -265,6 +277,7 @@ var afterComparing = []policy{
 				strings.Join(d.changed, ", "), f.intervalKey, f.interval, f.reloadedAt, until.UTC().Format(time.RFC3339)),
 			after: until.Sub(f.now)}, !until.IsZero()
 	}},
+	{"wave", waveGate},
 	{"roll out", func(_ *facts, d *decision) (verdict, bool) {
 		return verdict{d: d, do: doRollOut}, true
 	}},

@@ -24,9 +24,14 @@ func changedFacts() *facts {
 		recorded: "secret/a=1", hasBaseline: true,
 		observed: observed{now: baseline{"secret/a": "2"}, optional: map[string]bool{"secret/a": false}},
 		debounce: 2 * time.Second, stormChanges: 5, stormWindow: 10 * time.Minute,
-		storms: map[string]stormState{"secret/a": {}},
+		storms:      map[string]stormState{"secret/a": {}},
+		waveTimeout: 10 * time.Minute, waitingSince: policyNow,
 	}
 }
+
+// db is a workload of an earlier wave, in another namespace (a copy of the
+// same source).
+var db = key{Kind: workload.Deployment, Namespace: "other", Name: "db"}
 
 // got is what a verdict says, as the table compares it.
 type got struct {
@@ -111,6 +116,32 @@ func TestPolicies(t *testing.T) {
 			Message: "secret/a changed within courier.dev/reload-min-interval=10m0s of the last rollout (2026-11-28T09:56:00Z): it rolls out at 2026-11-28T10:06:00Z, once, with every change made until then"}},
 		{"past the minimum interval: rolls out", func(f *facts) { f.interval, f.reloadedAt = 3*time.Minute, lastRollout },
 			got{Policy: "roll out", Do: doRollOut}},
+		{"a later wave waits for an earlier one still to roll out", func(f *facts) {
+			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, pending: true}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, not rolled out yet)"}},
+		{"an earlier wave rolling out: waits, and looks again when the timeout would end", func(f *facts) {
+			f.wave, f.ahead = 2, []ahead{{input: "secret/a", key: db, wave: 1, health: workload.Progressing, since: policyNow.Add(-2 * time.Minute)}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			After:   8*time.Minute + 100*time.Millisecond,
+			Message: "secret/a changed: this workload (wave 2) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 1, rolling out)"}},
+		{"an earlier wave's rollout failed: halted", func(f *facts) {
+			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Failed, since: policyNow.Add(-time.Minute)}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
+			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: its rollout failed. Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
+		{"an earlier wave not healthy within the timeout of its rollout: halted", func(f *facts) {
+			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-10 * time.Minute)}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
+			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: it is not healthy 10m0s after courier rolled it out (--reload-wave-timeout). Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
+		{"one courier never rolled out: the timeout runs from when the wait began", func(f *facts) {
+			f.wave, f.waitingSince = 1, policyNow.Add(-time.Minute)
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			After:   9*time.Minute + 100*time.Millisecond,
+			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, rolling out)"}},
+		{"an earlier wave ahead on an input that did not change holds nothing", func(f *facts) {
+			f.wave, f.ahead = 1, []ahead{{input: "secret/b", key: db, wave: 0, pending: true}}
+		}, got{Policy: "roll out", Do: doRollOut}},
 		{"nothing holds it back: one rollout", func(*facts) {}, got{Policy: "roll out", Do: doRollOut}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,12 +173,14 @@ func TestPolicyOrder(t *testing.T) {
 		func() { f.storms["secret/a"] = stormState{} },
 		func() { f.notifyMode = false },
 		func() { f.reloadedAt = "" },
+		func() { f.ahead = nil },
 	}
 	f.replicating, f.pendingJob, f.rolloutOwned, f.noKey, f.otherInstallation = true, true, true, true, true
 	f.observed.err, f.seen, f.debounceWait = errors.New("read"), time.Time{}, time.Second
 	f.templateChanged, f.job = true, jobState{finished: true}
 	f.storms["secret/a"] = stormState{in: true, quiet: policyNow.Add(time.Minute)}
 	f.notifyMode, f.interval, f.reloadedAt = true, time.Hour, policyNow.Add(-time.Minute).Format(time.RFC3339)
+	f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: key{Kind: workload.Deployment, Namespace: "ns", Name: "db"}, pending: true}}
 	var order []string
 	for _, u := range undo {
 		order = append(order, verdictOf(f).policy)

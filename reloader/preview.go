@@ -75,7 +75,7 @@ func NewPreview(o Options, roles role.Config, objects []runtime.Object) (*Previe
 // Explain is what the reloader would do with the workload kind
 // namespace/name now, and why.
 func (p *Preview) Explain(ctx context.Context, kind, namespace, name string) (Explanation, error) {
-	f, err := p.c.gather(ctx, key{Kind: kind, Namespace: namespace, Name: name}, time.Time{})
+	f, err := p.c.gather(ctx, key{Kind: kind, Namespace: namespace, Name: name}, time.Time{}, true)
 	if err != nil {
 		return Explanation{}, err
 	}

@@ -9,7 +9,7 @@ import (
 // Rollout with workloadRef: its Deployment's template, then its record).
 func (c *Controller) sync(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
-	f, err := c.gather(ctx, k, seen)
+	f, err := c.gather(ctx, k, seen, true)
 	if f == nil || err != nil {
 		return err // nothing to decide on: the workload, its kind or its template's holder is not there
 	}

@@ -19,6 +19,7 @@ func TestParseOptions(t *testing.T) {
 		ReloadMode:         "rollout",
 		ReloadStormChanges: 5,
 		ReloadStormWindow:  10 * time.Minute,
+		ReloadWaveTimeout:  10 * time.Minute,
 		ReloadDebounce:     2 * time.Second,
 		LeaderElect:        true,
 		LeaseDuration:      15 * time.Second,

@@ -83,6 +83,13 @@ const (
 	// last rollout; the message says when it rolls out, once, with every
 	// change made meanwhile.
 	ReasonReloadDelayed = "ReloadDelayed"
+	// ReasonReloadWaiting (Normal, on a workload): an input it consumes
+	// changed, and it rolls out once the earlier rollout waves are healthy.
+	ReasonReloadWaiting = "ReloadWaiting"
+	// ReasonReloadHalted (Warning, on a workload held by a wave, and on
+	// the input whose change is halted, and its source): a workload of an
+	// earlier wave failed or was not healthy within --reload-wave-timeout.
+	ReasonReloadHalted = "ReloadHalted"
 	// ReasonJobFinished (Normal, on a Job): an input it consumes changed,
 	// but the Job has finished, so courier does not recreate it (unless it
 	// carries courier.dev/reload-finished: "true").

@@ -35,6 +35,11 @@ const (
 	// (Complete or Failed), which runs it again; without it, a finished Job
 	// is left as it is.
 	ReloadFinished = Prefix + "reload-finished"
+	// ReloadWave (annotation, on a workload): "0" to "9", its rollout wave:
+	// for one change of an input, a workload rolls out only once every
+	// workload of an earlier wave consuming the same content is healthy on
+	// it (default 0; under --compat=reloader, none).
+	ReloadWave = Prefix + "reload-wave"
 	// ReplicateKeys (annotation, on a source): "ca.crt, tls.crt": its
 	// replicas hold only these keys.
 	ReplicateKeys = Prefix + "replicate-keys"

@@ -171,6 +171,8 @@ type Object struct {
 	// Unreadable: courier could not read what it needs (ObjectOf says why);
 	// the object has no inputs, so it is never reloaded.
 	Unreadable bool
+	// Health is what its status says of its latest pod template.
+	Health Health
 }
 
 // DeepCopyObject copies o.
@@ -209,7 +211,7 @@ func Cached(obj any) (*Object, bool) {
 	if kind == CronJob || kind == Job {
 		group = "batch/v1"
 	}
-	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, Meta: metaOf(m), Generation: m.GetGeneration(), Templated: true}
+	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: group, Kind: kind}, Meta: metaOf(m), Generation: m.GetGeneration(), Templated: true, Health: HealthOf(obj)}
 	if kind == Job {
 		o.Finished, o.NeverStarted = Finished(obj), NeverStarted(obj)
 		if o.Controlled = Controlled(m); o.Controlled {
@@ -299,6 +301,7 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 		}
 		return o, nil
 	}
+	o.Health = rolloutHealth(u)
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "workloadRef"); ok {
 		if ref["kind"] != Deployment {
 			o.Unreadable = true

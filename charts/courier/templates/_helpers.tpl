@@ -76,6 +76,9 @@ app.kubernetes.io/component: controller
 {{- with $c.reloadStormWindow }}
 - --reload-storm-window={{ . }}
 {{- end }}
+{{- with $c.reloadWaveTimeout }}
+- --reload-wave-timeout={{ . }}
+{{- end }}
 {{- if not (kindIs "invalid" $c.reloadQPS) }}
 - --reload-qps={{ $c.reloadQPS }}
 {{- end }}

@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Rollout waves (SPEC, Reload: rollout waves and health gates;
+// docs/reload.md): a source's change reaches the consumers of its replicas
+// wave by wave, each wave only once the earlier ones are healthy on it.
+
+const keyReloadWave = "courier.dev/reload-wave"
+
+// waveSetup is a source Secret "ca" (key crt) opted in to reload and
+// replicated into namespaces, and courier.
+type waveSetup struct {
+	replicationSetup
+}
+
+func setupWaves(t *testing.T, args ...string) waveSetup {
+	t.Helper()
+	s := waveSetup{setupReplication(t, append([]string{"--reload-debounce=200ms"}, args...)...)}
+	createSecret(t, s.src, "ca", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReload, "true"), withData("crt", "v1"))
+	return s
+}
+
+// namespace is a namespace the source reaches, once its replica is there.
+func (s waveSetup) namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := s.target(t, prefix, nil)
+	eventually(t, converge, "replica of ca in "+ns, func(ctx context.Context) (bool, error) {
+		r, err := getSecret(ctx, ns, "ca")
+		return err == nil && r != nil, nil
+	})
+	return ns
+}
+
+// change sets the source's value.
+func (s waveSetup) change(t *testing.T, value string) {
+	t.Helper()
+	updateSecret(t, s.src, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte(value) })
+}
+
+// waveDeployment creates a Deployment consuming ca's crt in wave wave
+// ("": no annotation), changed by edit, and waits until it is healthy and
+// courier has its baseline.
+func waveDeployment(t *testing.T, ns, name, wave string, edit func(*appsv1.Deployment)) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	annotations := map[string]string{keyReload: "true"}
+	if wave != "" {
+		annotations[keyReloadWave] = wave
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil)},
+		},
+	}
+	if edit != nil {
+		edit(d)
+	}
+	if _, err := admin().AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
+	}
+	settled(t, ns, name)
+	eventually(t, 30*time.Second, ns+"/"+name+" healthy", func(ctx context.Context) (bool, error) {
+		st, err := deploymentNow(ctx, ns, name)
+		return st.healthy, err
+	})
+}
+
+// deploymentState is what a test reads of a Deployment: the config hash
+// courier last wrote into its pod template, and whether it is healthy on
+// its latest template as `kubectl rollout status` judges it (the test's own
+// reading, not courier's).
+type deploymentState struct {
+	hash    string
+	healthy bool
+}
+
+func deploymentNow(ctx context.Context, ns, name string) (deploymentState, error) {
+	d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return deploymentState{}, err
+	}
+	s := d.Status
+	return deploymentState{
+		hash: d.Spec.Template.Annotations[keyConfigHash],
+		healthy: s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == *d.Spec.Replicas &&
+			s.Replicas == s.UpdatedReplicas && s.AvailableReplicas == s.UpdatedReplicas,
+	}, nil
+}
+
+// waves are Deployments in wave order, with their config hashes before a
+// change.
+type waves struct {
+	deployments [][2]string // namespace, name
+	before      []string
+}
+
+func wavesOf(t *testing.T, deployments ...[2]string) waves {
+	t.Helper()
+	w := waves{deployments: deployments}
+	for _, d := range deployments {
+		st, err := deploymentNow(t.Context(), d[0], d[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.before = append(w.before, st.hash)
+	}
+	return w
+}
+
+// inOrder watches the Deployments of waves (the later waves first)
+// until the last has rolled out, and fails if any rolled out while one of
+// an earlier wave had not rolled out or was not healthy: each round reads
+// the later waves before the earlier ones, so an earlier wave read healthy
+// after a later one was read rolled out was healthy before that rollout
+// too (it stays healthy in these tests). It returns when each rolled out.
+func (w waves) inOrder(t *testing.T, timeout time.Duration) []time.Time {
+	t.Helper()
+	waves, before := w.deployments, w.before
+	rolled := make([]time.Time, len(waves))
+	deadline := time.Now().Add(timeout)
+	for rolled[len(waves)-1].IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every wave rolled out within %s: rolled out at %v", timeout, rolled)
+		}
+		now := make([]deploymentState, len(waves))
+		for i := len(waves) - 1; i >= 0; i-- {
+			st, err := deploymentNow(t.Context(), waves[i][0], waves[i][1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			now[i] = st
+		}
+		for i, st := range now {
+			if st.hash == before[i] {
+				continue
+			}
+			if rolled[i].IsZero() {
+				rolled[i] = time.Now()
+			}
+			for j := range i {
+				if now[j].hash == before[j] || !now[j].healthy {
+					t.Fatalf("%s/%s rolled out while %s/%s, of an earlier wave, was not yet healthy on the change (rolled out: %v)",
+						waves[i][0], waves[i][1], waves[j][0], waves[j][1], now[j].hash != before[j])
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return rolled
+}
+
+// TestRolloutWavesGoInOrderEachHealthyBeforeTheNext: one change of a
+// source reaches the consumers of its replicas in three namespaces wave by
+// wave; a wave's workload that takes 4 s to become available holds the next
+// wave those 4 s; each rolls out once, and the waiting ones are told.
+func TestRolloutWavesGoInOrderEachHealthyBeforeTheNext(t *testing.T) {
+	s := setupWaves(t)
+	a, b, c := s.namespace(t, "wave-a"), s.namespace(t, "wave-b"), s.namespace(t, "wave-c")
+	slow := func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 4 }
+	waveDeployment(t, a, "web", "", slow) // no annotation: wave 0
+	waveDeployment(t, b, "api", "1", slow)
+	waveDeployment(t, c, "edge", "2", nil)
+
+	w := wavesOf(t, [2]string{a, "web"}, [2]string{b, "api"}, [2]string{c, "edge"})
+	s.change(t, "v2")
+	at := w.inOrder(t, 60*time.Second)
+	for i, gap := range []time.Duration{at[1].Sub(at[0]), at[2].Sub(at[1])} {
+		if gap < 3*time.Second {
+			t.Errorf("wave %d rolled out %s after wave %d, whose workload takes 4 s to become available", i+1, gap, i)
+		}
+	}
+	for _, w := range [][2]string{{a, "web"}, {b, "api"}, {c, "edge"}} {
+		rolledOutOnce(t, w[0], w[1], 1, "secret/ca")
+	}
+	for _, w := range [][2]string{{b, "api"}, {c, "edge"}} {
+		if ok, err := eventWith(w[0], w[1], "ReloadWaiting", "secret/ca changed: this workload (wave")(t.Context()); !ok || err != nil {
+			t.Errorf("no ReloadWaiting Event on %s/%s (%v)", w[0], w[1], err)
+		}
+	}
+}
+
+// nowhere makes a Deployment's pods unschedulable on every node, as a bad
+// change would make them crash: its rollout never completes.
+func nowhere(t *testing.T, ns, name string, on bool) {
+	t.Helper()
+	updateOnConflict(t, "node selector of "+ns+"/"+name, func(ctx context.Context) error {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Spec.NodeSelector = nil
+		if on {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{"courier-e2e/nowhere": "true"}
+		}
+		_, err = admin().AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// TestAFailedWaveHaltsTheChangeUntilFixedOrReplaced: a wave-0 workload
+// whose rollout fails (its progress deadline exceeded) halts the change:
+// the wave-1 workload is not rolled out, a ReloadHalted Warning on it, on
+// its input and on the source names the failed workload, the metric counts
+// the change. A restart of courier keeps it halted and rolls nothing out
+// again. A newer change replaces it (rolled out from wave 0 again, halted
+// again), and once the failed workload is fixed the held one rolls out by
+// itself, once, with the newest content.
+func TestAFailedWaveHaltsTheChangeUntilFixedOrReplaced(t *testing.T) {
+	s := setupWaves(t)
+	a, b := s.namespace(t, "halt-a"), s.namespace(t, "halt-b")
+	waveDeployment(t, a, "web", "0", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](2) })
+	waveDeployment(t, b, "api", "1", nil)
+	waveDeployment(t, b, "free", "", nil) // wave 0, healthy: rolls out for every change at once
+
+	nowhere(t, a, "web", true) // web's own rollout: its pods can never be scheduled
+	s.change(t, "v2")
+	rolledOutOnce(t, b, "free", 1, "secret/ca")
+	eventually(t, 30*time.Second, "ReloadHalted on "+b+"/api", eventWith(b, "api", "ReloadHalted", "is not healthy: its rollout failed", "Deployment "+a+"/web, of wave 0"))
+	eventually(t, converge, "ReloadHalted on api's input", eventWith(b, "ca", "ReloadHalted", "halted at wave 0: Deployment "+a+"/web"))
+	eventually(t, converge, "ReloadHalted on the source", eventWith(s.src, "ca", "ReloadHalted", "(in namespace "+b+")"))
+	if v, _ := s.courier.MetricValue(t.Context(), "courier_reload_halted_changes"); v != 1 {
+		t.Errorf("courier_reload_halted_changes = %v, want 1", v)
+	}
+	webRolled, err := replicaSets(t.Context(), a, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if webRolled != 3 { // its first, its own broken one, courier's
+		t.Errorf("web has %d ReplicaSets, want 3", webRolled)
+	}
+	noRollout(t, b, "api", 1)
+
+	// A restart: the halt is read again from the objects; nothing rolls out twice.
+	s.courier.Stop()
+	s.courier = startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--reload-debounce=200ms")
+	s.courier.WaitLeader(t.Context())
+	eventually(t, converge, "the halt counted again after the restart", func(ctx context.Context) (bool, error) {
+		v, _ := s.courier.MetricValue(ctx, "courier_reload_halted_changes")
+		return v == 1, nil
+	})
+	noRollout(t, b, "api", 1)
+	noRollout(t, a, "web", webRolled)
+
+	// A newer change replaces the halted one: from wave 0 again.
+	s.change(t, "v3")
+	rolledOutOnce(t, a, "web", webRolled, "secret/ca")
+	rolledOutOnce(t, b, "free", 2, "secret/ca")
+	noRollout(t, b, "api", 1)
+
+	// web fixed: the held wave goes on by itself, once, with v3.
+	nowhere(t, a, "web", false)
+	rolledOutOnce(t, b, "api", 1, "secret/ca")
+	api, err := deploymentNow(t.Context(), b, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := deploymentNow(t.Context(), b, "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if api.hash != free.hash {
+		t.Errorf("api rolled out with config hash %s, want v3's (free's) %s", api.hash, free.hash)
+	}
+	eventually(t, converge, "courier_reload_halted_changes back to 0", func(ctx context.Context) (bool, error) {
+		v, ok := s.courier.MetricValue(ctx, "courier_reload_halted_changes")
+		return ok && v == 0, nil
+	})
+}
+
+// TestAWaveNotHealthyWithinTheTimeoutHalts: without a progress deadline to
+// report it, a wave-0 workload still not healthy --reload-wave-timeout after
+// courier rolled it out halts the change as well.
+func TestAWaveNotHealthyWithinTheTimeoutHalts(t *testing.T) {
+	s := setupWaves(t, "--reload-wave-timeout=5s")
+	ns := s.namespace(t, "timeout")
+	waveDeployment(t, ns, "web", "0", nil) // the default progress deadline: 10 minutes
+	waveDeployment(t, ns, "api", "1", nil)
+	nowhere(t, ns, "web", true)
+	s.change(t, "v2")
+	rolledOutOnce(t, ns, "web", 2, "secret/ca")
+	took := eventually(t, 20*time.Second, "ReloadHalted on api", eventWith(ns, "api", "ReloadHalted", "not healthy 5s after courier rolled it out (--reload-wave-timeout)"))
+	t.Logf("halted %s after web's rollout was seen", took)
+	noRollout(t, ns, "api", 1)
+}
+
+// TestAWaveInProgressSurvivesALeaderChange: the leader rolls out wave 0 and
+// stops while wave 1 waits; the standby that takes over waits for the same
+// workload, rolls wave 1 out once it is healthy, and rolls nothing out twice.
+func TestAWaveInProgressSurvivesALeaderChange(t *testing.T) {
+	s := setupWaves(t)
+	standby := startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--reload-debounce=200ms")
+	standby.WaitReady(t.Context())
+	a, b := s.namespace(t, "lead-a"), s.namespace(t, "lead-b")
+	waveDeployment(t, a, "web", "", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 10 })
+	waveDeployment(t, b, "api", "1", nil)
+
+	w := wavesOf(t, [2]string{a, "web"}, [2]string{b, "api"})
+	s.change(t, "v2")
+	eventually(t, 10*time.Second, "web rolled out", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, a, "web")
+		return n == 2, err
+	})
+	s.courier.Stop()
+	standby.WaitLeader(t.Context())
+	w.inOrder(t, 40*time.Second)
+	noRollout(t, a, "web", 2)
+	noRollout(t, b, "api", 2)
+	if d, err := admin().AppsV1().Deployments(b).Get(t.Context(), "api", metav1.GetOptions{}); err != nil || d.Annotations[keyReloadedFor] != "secret/ca" {
+		t.Errorf("api: %v, %s = %q, want secret/ca", err, keyReloadedFor, d.Annotations[keyReloadedFor])
+	}
+}
