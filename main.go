@@ -321,6 +321,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		Compat:       o.Compat.Reloader,
 		Debounce:     o.ReloadDebounce,
 		WaveTimeout:  o.ReloadWaveTimeout,
+		MaxInFlight:  o.ReloadMaxInFlight,
 		QPS:          float32(o.ReloadQPS),
 		Burst:        o.ReloadBurst,
 		QueueMetrics: queues,

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +19,10 @@ import (
 // docs/reload.md): a source's change reaches the consumers of its replicas
 // wave by wave, each wave only once the earlier ones are healthy on it.
 
-const keyReloadWave = "courier.dev/reload-wave"
+const (
+	keyReloadWave = "courier.dev/reload-wave"
+	keyReloadedAt = "courier.dev/reloaded-at"
+)
 
 // waveSetup is a source Secret "ca" (key crt) opted in to reload and
 // replicated into namespaces, and courier.
@@ -174,6 +181,11 @@ func TestRolloutWavesGoInOrderEachHealthyBeforeTheNext(t *testing.T) {
 	waveDeployment(t, a, "web", "", slow) // no annotation: wave 0
 	waveDeployment(t, b, "api", "1", slow)
 	waveDeployment(t, c, "edge", "2", nil)
+	// A consumer in wave 0 that is not courier's to roll out (opted out)
+	// and never healthy holds no wave back.
+	optOut := podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil)
+	optOut.NodeSelector = map[string]string{"courier-e2e/nowhere": "true"}
+	createDeployment(t, a, "opted-out", map[string]string{keyReload: "false"}, optOut)
 
 	w := wavesOf(t, [2]string{a, "web"}, [2]string{b, "api"}, [2]string{c, "edge"})
 	s.change(t, "v2")
@@ -322,4 +334,59 @@ func TestAWaveInProgressSurvivesALeaderChange(t *testing.T) {
 	if d, err := admin().AppsV1().Deployments(b).Get(t.Context(), "api", metav1.GetOptions{}); err != nil || d.Annotations[keyReloadedFor] != "secret/ca" {
 		t.Errorf("api: %v, %s = %q, want secret/ca", err, keyReloadedFor, d.Annotations[keyReloadedFor])
 	}
+}
+
+// TestTheBudgetKeepsAtMostNRolloutsInFlight: with --reload-max-in-flight=2,
+// one change of an input six workloads consume never has more than two of
+// courier's rollouts not yet healthy at once — counted from the API server,
+// each count one consistent list — yet uses both slots; the rollouts that
+// waited go in namespace/name order; each workload rolls out once.
+func TestTheBudgetKeepsAtMostNRolloutsInFlight(t *testing.T) {
+	s := setupWaves(t, "--reload-max-in-flight=2")
+	ns := s.namespace(t, "budget")
+	names := []string{"f", "e", "d", "c", "b", "a"}
+	for _, name := range names {
+		waveDeployment(t, ns, name, "", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 2 })
+	}
+	s.change(t, "v2")
+	most, rolled := 0, map[string]time.Time{}
+	eventually(t, 60*time.Second, "every workload rolled out and healthy", func(ctx context.Context) (bool, error) {
+		list, err := admin().AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		flying, done := 0, 0
+		for _, d := range list.Items {
+			if _, ok := d.Annotations[keyReloadedAt]; !ok {
+				continue
+			}
+			if _, ok := rolled[d.Name]; !ok {
+				rolled[d.Name] = time.Now()
+			}
+			st := d.Status
+			if st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == *d.Spec.Replicas && st.Replicas == st.UpdatedReplicas && st.AvailableReplicas == st.UpdatedReplicas {
+				done++
+			} else {
+				flying++
+			}
+		}
+		most = max(most, flying)
+		return done == len(names), nil
+	})
+	if most != 2 {
+		t.Errorf("up to %d of courier's rollouts were not healthy at once, want 2: never more, and the budget used", most)
+	}
+	order := slices.SortedFunc(maps.Keys(rolled), func(a, b string) int {
+		return cmp.Or(rolled[a].Compare(rolled[b]), strings.Compare(a, b)) // seen in one list: in name order
+	})
+	if waited := order[2:]; !slices.IsSorted(waited) {
+		t.Errorf("the rollouts that waited went in the order %v, want namespace/name order", waited)
+	}
+	for _, name := range names {
+		noRollout(t, ns, name, 2)
+	}
+	eventually(t, converge, "courier_reload_in_flight back to 0", func(ctx context.Context) (bool, error) {
+		v, ok := s.courier.MetricValue(ctx, "courier_reload_in_flight")
+		return ok && v == 0, nil
+	})
 }

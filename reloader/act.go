@@ -35,6 +35,12 @@ func (c *Controller) act(ctx context.Context, f *facts, v verdict) error {
 			return err
 		}
 	}
+	switch {
+	case v.hold != nil && v.hold.slot:
+		c.letGo(c.budget.wait(k, f.wave, f.seen))
+	case v.do != doRollOut:
+		c.budget.leave(k)
+	}
 	if news, halts := c.waiting.set(k, f.seen, f.now, v); !news {
 		v.event, v.skip = "", "" // a wait or a halt is told once, not at each move of the workloads it waits for
 	} else {
@@ -146,10 +152,14 @@ func (c *Controller) haltedInputs(halts []string, msg string) {
 // template's hash (with the new baseline), or for a Job, its recreation.
 func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 	k, w := f.key, f.w
+	if ok, _ := c.budget.room(k, f.wave, f.seen, w.GetAnnotations()[wellknown.ConfigInputs], true); !ok {
+		return nil // another rollout took the last slot since gather: this one waits its turn
+	}
 	if err := c.limiter.Wait(ctx); err != nil {
+		c.letGo(c.budget.giveBack(k))
 		return err
 	}
-	if k.Kind == workload.Job {
+	if k.Kind == workload.Job { // no slot: nothing to wait for
 		created, err := c.recreate(ctx, k, w, c.record(f.dg, d.baseline, d.changed), f.dg.configHash(d.baseline))
 		if err != nil {
 			c.rolloutFailed(k, err)
@@ -168,8 +178,10 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 			strings.Join(d.changed, ", "), wellknown.ConfigHash, strings.Join(f.info.hashPath, "."))
 		c.logger.Error("reload not stored", zap.Stringer("workload", k), zap.String("reason", msg))
 		c.recorder.Event(f.obj.(runtime.Object), corev1.EventTypeWarning, wellknown.ReasonHashNotStored, msg)
+		c.letGo(c.budget.giveBack(k))
 		return nil
 	} else if err != nil {
+		c.letGo(c.budget.giveBack(k))
 		c.rolloutFailed(k, err)
 		c.queue.Remember(k, f.seen) // the retry still measures from the change
 		// The record as written: its time is the one the workload carries

@@ -71,6 +71,10 @@ type Options struct {
 	// long after courier rolled it out halts the change for the later
 	// waves (--reload-wave-timeout).
 	WaveTimeout time.Duration
+	// MaxInFlight: at most this many rollouts courier started and not yet
+	// healthy at any moment, cluster-wide (0: no limit;
+	// --reload-max-in-flight).
+	MaxInFlight int
 	// QPS and Burst bound rollouts across the cluster.
 	QPS   float32
 	Burst int
@@ -117,7 +121,8 @@ type Controller struct {
 	kinds   map[string]kindInfo // by kind name: the built-in kinds, and the custom kinds served now
 
 	parked  parked   // workloads waiting for the replicator
-	waiting *waiting // workloads waiting for an earlier rollout wave
+	waiting *waiting // workloads waiting for an earlier rollout wave or a slot
+	budget  *budget  // --reload-max-in-flight
 
 	// hints: the content inputs had before their latest change, by input
 	// key (see hint); templates: for workloads whose inputs changed lately,
@@ -212,7 +217,7 @@ func newController(client kubernetes.Interface, recorder record.EventRecorder, r
 		providers:   map[string]*unstructured.Unstructured{},
 	}
 	reg.MustRegister(c.storms)
-	c.waiting = newWaiting(reg)
+	c.waiting, c.budget = newWaiting(reg), newBudget(o.MaxInFlight, reg)
 	return c
 }
 
@@ -229,6 +234,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.queue.Run(ctx, workerCount, key{}, c.resync, c.sync, c.failed)
 	c.forgetNotifyOnly()
 	c.waiting.reset()
+	c.budget.reset()
 	return nil
 }
 
@@ -290,6 +296,13 @@ func (c *Controller) workloadHandler() cache.ResourceEventHandler {
 
 // onWorkload handles a workload seen for the first time (or on start-up).
 func (c *Controller) onWorkload(obj any) {
+	c.observeBudget(obj, false)
+	c.enqueueWorkload(obj)
+}
+
+// enqueueWorkload syncs workload obj, and the Rollouts taking their pod
+// template from it.
+func (c *Controller) enqueueWorkload(obj any) {
 	if k, ok := workloadKey(obj); ok {
 		c.queue.Add(k, time.Time{})
 		for _, r := range c.referencing(k) {
@@ -326,6 +339,7 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	if err1 != nil || err2 != nil {
 		return
 	}
+	c.observeBudget(newObj, false)
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if k, ok := workloadKey(newObj); ok && (workload.HealthOf(oldObj) != workload.HealthOf(newObj) ||
 		a[wellknown.ConfigInputs] != b[wellknown.ConfigInputs] || a[wellknown.ReloadWave] != b[wellknown.ReloadWave]) {
@@ -338,11 +352,12 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 		!(c.opts.Compat && (changed(a, b, stakater.Keys) || changed(workload.TemplateAnnotations(oldObj), workload.TemplateAnnotations(newObj), stakater.Keys))) {
 		return
 	}
-	c.onWorkload(newObj)
+	c.enqueueWorkload(newObj)
 }
 
 func (c *Controller) onWorkloadDelete(obj any) {
 	obj = informers.Unwrap(obj)
+	c.observeBudget(obj, true)
 	if k, ok := workloadKey(obj); ok {
 		c.queue.Take(k)
 		c.wake(k)

@@ -68,9 +68,9 @@ func explain(f *facts, v verdict) Explanation {
 		e.Verdict, e.Message = VerdictDrops, "nothing it consumes is opted in any more"
 	case doKeepPending:
 		e.Verdict = VerdictHeld
-		if v.wave.halted() {
+		if v.hold.halted() {
 			e.Verdict = VerdictHalted
-		} else if v.wave != nil {
+		} else if v.hold != nil {
 			e.Verdict = VerdictWaitsForWave
 		}
 	case doNotify:

@@ -84,12 +84,18 @@ func (c *Controller) gather(ctx context.Context, k key, seen time.Time, waves bo
 	if f.wave, werr = waveOf(f.w.GetAnnotations(), c.opts.Compat); werr != nil {
 		f.observed.warnings = append(f.observed.warnings, werr.Error())
 	}
-	if waves && f.wave > 0 {
-		if d := comparison(f); d.action == rollOut {
+	if !waves {
+		return f, nil
+	}
+	if d := comparison(f); d.action == rollOut {
+		if f.wave > 0 {
 			f.waveTimeout, f.waitingSince = c.opts.WaveTimeout, c.waiting.since(k, f.now)
 			if err := c.gatherWaves(ctx, f, d.changed); err != nil {
 				return nil, err
 			}
+		}
+		if f.maxInFlight = c.budget.max; f.maxInFlight > 0 {
+			f.slot, f.inFlight = c.budget.room(k, f.wave, f.seen, "", false)
 		}
 	}
 	return f, nil

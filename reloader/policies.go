@@ -30,6 +30,7 @@ const (
 	skipFinished   = "job_finished"
 	skipWave       = "wave"
 	skipHalted     = "halted"
+	skipBudget     = "budget"
 )
 
 // resultNotified: in courier_reloader_reloads_total, a rollout told but not
@@ -89,6 +90,11 @@ type facts struct {
 	ahead        []ahead // the earlier waves' workloads not done with the change
 	waveTimeout  time.Duration
 	waitingSince time.Time // when this process first held it for a wave (now: not yet)
+
+	// The budget (budget.go): --reload-max-in-flight (0: none), whether
+	// a slot is there for this rollout, and how many are in flight.
+	maxInFlight, inFlight int
+	slot                  bool
 }
 
 // jobState is what a Job's status says of recreating it.
@@ -146,9 +152,9 @@ type verdict struct {
 	forget bool
 	// why: for doNotify, what asked for notify only.
 	why string
-	// wave: what a verdict held by a wave waits for (nil: none);
-	// inputMessage, when the change is halted, the Event on its input.
-	wave         *waveWait
+	// hold: what a verdict held by a wave or the budget waits for (nil:
+	// none); inputMessage, when the change is halted, the Event on its input.
+	hold         *hold
 	inputMessage string
 }
 
@@ -278,6 +284,7 @@ var afterComparing = []policy{
 			after: until.Sub(f.now)}, !until.IsZero()
 	}},
 	{"wave", waveGate},
+	{"budget", budgetGate},
 	{"roll out", func(_ *facts, d *decision) (verdict, bool) {
 		return verdict{d: d, do: doRollOut}, true
 	}},

@@ -142,6 +142,10 @@ func TestPolicies(t *testing.T) {
 		{"an earlier wave ahead on an input that did not change holds nothing", func(f *facts) {
 			f.wave, f.ahead = 1, []ahead{{input: "secret/b", key: db, wave: 0, pending: true}}
 		}, got{Policy: "roll out", Do: doRollOut}},
+		{"no slot under --reload-max-in-flight: waits its turn", func(f *facts) { f.maxInFlight, f.inFlight = 3, 3 },
+			got{Policy: "budget", Do: doKeepPending, Skip: skipBudget, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+				Message: "secret/a changed: this workload waits for a rollout slot: 3 rollouts courier started are not healthy yet (--reload-max-in-flight=3); the waiting ones roll out in order (wave, then namespace/name) as those become healthy"}},
+		{"a slot: rolls out", func(f *facts) { f.maxInFlight, f.inFlight, f.slot = 3, 2, true }, got{Policy: "roll out", Do: doRollOut}},
 		{"nothing holds it back: one rollout", func(*facts) {}, got{Policy: "roll out", Do: doRollOut}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,6 +178,7 @@ func TestPolicyOrder(t *testing.T) {
 		func() { f.notifyMode = false },
 		func() { f.reloadedAt = "" },
 		func() { f.ahead = nil },
+		func() { f.slot = true },
 	}
 	f.replicating, f.pendingJob, f.rolloutOwned, f.noKey, f.otherInstallation = true, true, true, true, true
 	f.observed.err, f.seen, f.debounceWait = errors.New("read"), time.Time{}, time.Second
@@ -181,6 +186,7 @@ func TestPolicyOrder(t *testing.T) {
 	f.storms["secret/a"] = stormState{in: true, quiet: policyNow.Add(time.Minute)}
 	f.notifyMode, f.interval, f.reloadedAt = true, time.Hour, policyNow.Add(-time.Minute).Format(time.RFC3339)
 	f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: key{Kind: workload.Deployment, Namespace: "ns", Name: "db"}, pending: true}}
+	f.maxInFlight, f.inFlight = 2, 2
 	var order []string
 	for _, u := range undo {
 		order = append(order, verdictOf(f).policy)

@@ -115,11 +115,11 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 					if wave == noWave || wave >= f.wave {
 						continue
 					}
-					a, err := c.progress(ctx, key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, o)
+					a, counts, err := c.progress(ctx, key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, o, in)
 					if err != nil {
 						return err
 					}
-					if a.pending || a.health != workload.Healthy {
+					if counts && (a.pending || a.health != workload.Healthy) {
 						a.input, a.wave = id, wave
 						f.ahead = append(f.ahead, a)
 					}
@@ -133,24 +133,47 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 	return nil
 }
 
-// progress is where workload k (cached as obj) stands with the content it
-// consumes now: its own decision, made as sync would make it but without
-// waves (its own earlier waves make it pending all the same), says whether
-// a rollout is still to come.
-func (c *Controller) progress(ctx context.Context, k key, obj any) (ahead, error) {
+// progress is where workload k (cached as obj) stands with the content of
+// input (an InputKey) it consumes now: its own decision, made as sync would
+// make it but without waves (its own earlier waves make it pending all the
+// same), says whether a rollout is still to come. It does not count (false)
+// when it is not courier's to roll out for that input: not opted in to it,
+// notify only, another installation's, its template reloaded through an
+// Argo Rollout.
+func (c *Controller) progress(ctx context.Context, k key, obj any, input string) (ahead, bool, error) {
 	a := ahead{key: k, health: workload.HealthOf(obj)}
 	if at, err := time.Parse(time.RFC3339, obj.(metav1.Object).GetAnnotations()[wellknown.ReloadedAt]); err == nil {
 		a.since = at
 	}
 	f, err := c.gather(ctx, k, time.Time{}, false)
 	if f == nil || err != nil {
-		return a, err
+		return a, false, err
 	}
-	switch verdictOf(f).do {
-	case doRollOut, doKeepPending, doWait, doPark, doFail, doRetry:
+	v := verdictOf(f)
+	switch v.do {
+	case doFail, doRetry, doPark:
+		a.pending = true // not known yet: wait for it
+		return a, true, nil
+	}
+	if f.otherInstallation || f.rolloutOwned || f.notifyMode || f.observed.notifyOnly || !optsIn(f.observed.optional, k.Namespace, input) {
+		return a, false, nil
+	}
+	switch v.do {
+	case doRollOut, doKeepPending, doWait:
 		a.pending = true
 	}
-	return a, nil
+	return a, true, nil
+}
+
+// optsIn reports whether optional, a workload's opted-in inputs (in
+// namespace), holds input (an InputKey).
+func optsIn(optional map[string]bool, namespace, input string) bool {
+	for id := range optional {
+		if r := inputs.RefOf(id); informers.InputKey(r.Kind, namespace, r.Name) == input {
+			return true
+		}
+	}
+	return false
 }
 
 // family is the input kind namespace/name and every object holding the same
@@ -196,10 +219,10 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 	if len(ahead) == 0 {
 		return verdict{}, false
 	}
-	v := verdict{d: d, do: doKeepPending, wave: &waveWait{}}
+	v := verdict{d: d, do: doKeepPending, hold: &hold{}}
 	var next time.Time
 	for _, a := range ahead {
-		v.wave.on = append(v.wave.on, a.key)
+		v.hold.on = append(v.hold.on, a.key)
 		since := a.since
 		if since.IsZero() {
 			since = f.waitingSince // courier never rolled it out: from when this one began to wait
@@ -208,13 +231,13 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 		switch {
 		case a.pending:
 		case a.health == workload.Failed, !f.now.Before(deadline):
-			v.wave.halts = append(v.wave.halts, halt{input: a.input, by: a})
+			v.hold.halts = append(v.hold.halts, halt{input: a.input, by: a})
 		case next.IsZero() || deadline.Before(next):
 			next = deadline
 		}
 	}
 	changed := strings.Join(d.changed, ", ")
-	if h := v.wave.halts; len(h) > 0 {
+	if h := v.hold.halts; len(h) > 0 {
 		why := "its rollout failed"
 		if h[0].by.health != workload.Failed {
 			why = fmt.Sprintf("it is not healthy %s after courier rolled it out (--reload-wave-timeout)", f.waveTimeout)
@@ -248,14 +271,15 @@ func listed(ahead []ahead) string {
 	return strings.Join(names, ", ")
 }
 
-// waveWait is what a verdict held by a wave waits for.
-type waveWait struct {
+// hold is what a verdict held by a wave, or by the budget (slot), waits for.
+type hold struct {
 	on    []key
 	halts []halt
+	slot  bool
 }
 
 // halted reports whether the change is halted, not only waiting.
-func (w *waveWait) halted() bool { return w != nil && len(w.halts) > 0 }
+func (w *hold) halted() bool { return w != nil && len(w.halts) > 0 }
 
 // halt: the change of input is halted by a workload of an earlier wave.
 type halt struct {
@@ -278,6 +302,7 @@ type waiting struct {
 type waitEntry struct {
 	on     []key
 	halts  []string  // the halted inputs, as InputKeys
+	slot   bool      // waits for the budget, not a wave
 	seen   time.Time // when the change was first seen (zero: not known)
 	since  time.Time // when it began to wait
 	told   string
@@ -296,14 +321,14 @@ func newWaiting(reg prometheus.Registerer) *waiting {
 	return w
 }
 
-// set records the verdict on workload k: held by a wave (v.wave), or not
+// set records the verdict on workload k: held by a wave (v.hold), or not
 // (the entry goes). It returns whether v's Event is news, and the halted
 // inputs (InputKeys) not told of before.
 func (w *waiting) set(k key, seen, now time.Time, v verdict) (news bool, newHalts []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.count()
-	if v.wave == nil {
+	if v.hold == nil {
 		delete(w.m, k)
 		return true, nil
 	}
@@ -317,8 +342,8 @@ func (w *waiting) set(k key, seen, now time.Time, v verdict) (news bool, newHalt
 	if e.inputs == nil {
 		e.inputs = map[string]bool{}
 	}
-	e.on, e.halts = v.wave.on, nil
-	for _, h := range v.wave.halts {
+	e.on, e.halts, e.slot = v.hold.on, nil, v.hold.slot
+	for _, h := range v.hold.halts {
 		ik := informers.InputKey(inputs.RefOf(h.input).Kind, k.Namespace, inputs.RefOf(h.input).Name)
 		e.halts = append(e.halts, ik)
 		if !e.inputs[ik] {
@@ -340,8 +365,14 @@ func (w *waiting) count() {
 			halted[ik] = true
 		}
 	}
+	waiters := 0
+	for _, e := range w.m {
+		if !e.slot {
+			waiters++
+		}
+	}
 	w.halted.Set(float64(len(halted)))
-	w.waiters.Set(float64(len(w.m)))
+	w.waiters.Set(float64(waiters))
 }
 
 // waitingOn is the workloads waiting for k, each with when its change was

@@ -51,8 +51,8 @@ func TestWaitingTellsOnce(t *testing.T) {
 	now := time.Now()
 	a := key{Kind: workload.Deployment, Namespace: "a", Name: "app"}
 	b := key{Kind: workload.Deployment, Namespace: "b", Name: "app"}
-	wait := verdict{message: "waiting for db", wave: &waveWait{on: []key{db}}}
-	halted := verdict{message: "halted by db", wave: &waveWait{on: []key{db}, halts: []halt{{input: "secret/ca"}}}}
+	wait := verdict{message: "waiting for db", hold: &hold{on: []key{db}}}
+	halted := verdict{message: "halted by db", hold: &hold{on: []key{db}, halts: []halt{{input: "secret/ca"}}}}
 
 	type step struct {
 		news   bool

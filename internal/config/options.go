@@ -63,6 +63,9 @@ type Options struct {
 	// ReloadWaveTimeout: how long a rollout wave waits for a workload
 	// courier rolled out to be healthy before it halts the change.
 	ReloadWaveTimeout time.Duration
+	// ReloadMaxInFlight: at most this many courier-started rollouts not
+	// yet healthy at once, cluster-wide (0: no limit).
+	ReloadMaxInFlight int
 	LeaderElect       bool
 	LeaseDuration     time.Duration
 	RenewDeadline     time.Duration
@@ -164,6 +167,7 @@ func newFlags(o *Options, getenv func(string) string) *flags {
 	fs.IntVar(&o.ReloadStormChanges, "reload-storm-changes", 5, "circuit breaker per input: a Secret or ConfigMap whose content changes more than this many times within --reload-storm-window (a change within one --reload-debounce of the last counted one counts with it) causes no rollout until it has not changed for a window (then its consumers roll out once, if what they consume differs); 0 turns it off")
 	fs.DurationVar(&o.ReloadStormWindow, "reload-storm-window", 10*time.Minute, "the window of --reload-storm-changes, and how long a flapping input must stay quiet before it causes rollouts again")
 	fs.DurationVar(&o.ReloadWaveTimeout, "reload-wave-timeout", 10*time.Minute, "rollout waves (courier.dev/reload-wave): a workload of an earlier wave not healthy this long after courier rolled it out halts the change for the later waves, until it is healthy or the input changes again")
+	fs.IntVar(&o.ReloadMaxInFlight, "reload-max-in-flight", 0, "at most this many rollouts courier started and not yet healthy (Deployments, StatefulSets, DaemonSets, Argo Rollouts) at any moment, cluster-wide; the rest wait and go in order (wave, then namespace/name) as those become healthy; 0: no limit")
 	fs.Float64Var(&o.ReloadQPS, "reload-qps", 50, "rollouts per second across the cluster, so a mass change cannot restart everything at once")
 	fs.IntVar(&o.ReloadBurst, "reload-burst", 100, "rollouts allowed at once above --reload-qps")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on a Lease in --namespace; only the leader writes")
@@ -341,6 +345,9 @@ func (o Options) validate() error {
 	}
 	if o.ReloadStormChanges < 0 || (o.ReloadStormChanges > 0 && o.ReloadStormWindow <= 0) {
 		errs = append(errs, errors.New("--reload-storm-changes must not be negative, and with it --reload-storm-window must be positive"))
+	}
+	if o.ReloadMaxInFlight < 0 {
+		errs = append(errs, errors.New("--reload-max-in-flight must not be negative (0: no limit)"))
 	}
 	if o.ReloadWaveTimeout <= 0 {
 		errs = append(errs, errors.New("--reload-wave-timeout must be positive"))

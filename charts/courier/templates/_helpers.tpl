@@ -79,6 +79,9 @@ app.kubernetes.io/component: controller
 {{- with $c.reloadWaveTimeout }}
 - --reload-wave-timeout={{ . }}
 {{- end }}
+{{- with $c.reloadMaxInFlight }}
+- --reload-max-in-flight={{ . | int64 }}
+{{- end }}
 {{- if not (kindIs "invalid" $c.reloadQPS) }}
 - --reload-qps={{ $c.reloadQPS }}
 {{- end }}

@@ -1,0 +1,90 @@
+package reloader
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/internal/objmeta"
+	"github.com/courier-k8s/courier/internal/wellknown"
+	"github.com/courier-k8s/courier/internal/workload"
+)
+
+// TestBudgetKeepsAtMostMaxInFlightAndLetsTheRestGoInOrder walks
+// --reload-max-in-flight=2 through a change of five workloads: two take
+// the slots, the rest queue; each one the cache shows healthy frees a slot
+// for the next in order (wave, then namespace/name), and a failed write
+// gives its slot back.
+func TestBudgetKeepsAtMostMaxInFlightAndLetsTheRestGoInOrder(t *testing.T) {
+	b := newBudget(2, prometheus.NewRegistry())
+	k := func(ns string) key { return key{Kind: workload.Deployment, Namespace: ns, Name: "app"} }
+	cached := func(rolled bool, record string, h workload.Health) *workload.Object {
+		a := map[string]string{wellknown.ConfigInputs: record}
+		if rolled {
+			a[wellknown.ReloadedAt] = "2026-11-29T00:00:00Z"
+		}
+		return &workload.Object{Meta: objmeta.From(&metav1.ObjectMeta{Annotations: a}, true), Health: h}
+	}
+	seen := time.Now()
+	names := func(qs []queued) []string {
+		var out []string
+		for _, q := range qs {
+			out = append(out, q.key.Namespace)
+		}
+		return out
+	}
+	take := func(ns string, wave int) bool {
+		ok, _ := b.room(k(ns), wave, seen, "old", true)
+		return ok
+	}
+	if !take("a", 0) || !take("b", 0) {
+		t.Fatal("the first two rollouts found no slot")
+	}
+	for _, ns := range []string{"e", "c", "d"} {
+		if take(ns, map[string]int{"e": 0, "c": 1, "d": 0}[ns]) {
+			t.Fatalf("%s rolled out past the budget", ns)
+		}
+	}
+	if n := testutil.ToFloat64(b.gauge); n != 2 {
+		t.Errorf("in flight %v, want 2", n)
+	}
+	// The cache shows a's rollout, not yet healthy: still two.
+	if got := b.observe(k("a"), cached(true, "new", workload.Progressing)); got != nil {
+		t.Errorf("a slot freed by a rollout in progress: %v", names(got))
+	}
+	// a healthy: the first in order (wave 0: d, e; wave 1: c) goes.
+	if diff := cmp.Diff([]string{"d"}, names(b.observe(k("a"), cached(true, "new", workload.Healthy)))); diff != "" {
+		t.Errorf("let go (-want +got):\n%s", diff)
+	}
+	if take("e", 0) {
+		t.Error("e took the slot owed to d")
+	}
+	if !take("d", 0) {
+		t.Error("d found no slot")
+	}
+	// b's write failed: its slot goes to e.
+	if diff := cmp.Diff([]string{"e"}, names(b.giveBack(k("b")))); diff != "" {
+		t.Errorf("after a failed write (-want +got):\n%s", diff)
+	}
+	// d's workload deleted: two slots free, for e (still waiting) and c.
+	if diff := cmp.Diff([]string{"e", "c"}, names(b.observe(k("d"), nil))); diff != "" {
+		t.Errorf("after a deletion (-want +got):\n%s", diff)
+	}
+	// A rollout whose earlier one is still in flight holds its slot already.
+	b.observe(k("x"), cached(true, "x", workload.Progressing))
+	if ok, _ := b.room(k("x"), 0, seen, "x", false); !ok {
+		t.Error("a workload in flight was refused a slot it holds")
+	}
+	// Kinds no wave waits for take no slot.
+	if ok, _ := b.room(key{Kind: workload.Job, Namespace: "j", Name: "j"}, 0, seen, "", true); !ok {
+		t.Error("a Job waited for a slot")
+	}
+	b.reset()
+	if n := testutil.ToFloat64(b.gauge); n != 1 { // x, as the cache shows it
+		t.Errorf("after the term: in flight %v, want 1", n)
+	}
+}
