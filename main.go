@@ -57,6 +57,8 @@ func main() {
 		switch os.Args[1] {
 		case "status":
 			os.Exit(status.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr, preview))
+		case "plan":
+			os.Exit(status.PlanMain(os.Args[2:], os.Getenv, os.Stdout, os.Stderr, preview))
 		case "migrate":
 			os.Exit(migrate.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 		case "version", "--version", "-version":
@@ -353,6 +355,6 @@ func preview(r status.Reloading, objects []runtime.Object) (status.Explain, erro
 	}
 	return func(ctx context.Context, kind, namespace, name string) (status.Verdict, error) {
 		e, err := p.Explain(ctx, kind, namespace, name)
-		return status.Verdict{Verdict: e.Verdict, Policy: e.Policy, Message: e.Message}, err
+		return status.Verdict{Verdict: e.Verdict, Policy: e.Policy, Message: e.Message, Wave: e.Wave}, err
 	}, nil
 }

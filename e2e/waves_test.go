@@ -1,10 +1,13 @@
 package e2e
 
 import (
-	"cmp"
+	"bytes"
 	"context"
+	"encoding/json"
 	"maps"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +15,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/courier-k8s/courier/internal/status"
 )
 
 // Rollout waves (SPEC, Reload: rollout waves and health gates;
@@ -377,7 +386,10 @@ func TestTheBudgetKeepsAtMostNRolloutsInFlight(t *testing.T) {
 		t.Errorf("up to %d of courier's rollouts were not healthy at once, want 2: never more, and the budget used", most)
 	}
 	order := slices.SortedFunc(maps.Keys(rolled), func(a, b string) int {
-		return cmp.Or(rolled[a].Compare(rolled[b]), strings.Compare(a, b)) // seen in one list: in name order
+		if c := rolled[a].Compare(rolled[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b) // seen in one list: in name order
 	})
 	if waited := order[2:]; !slices.IsSorted(waited) {
 		t.Errorf("the rollouts that waited went in the order %v, want namespace/name order", waited)
@@ -389,4 +401,116 @@ func TestTheBudgetKeepsAtMostNRolloutsInFlight(t *testing.T) {
 		v, ok := s.courier.MetricValue(ctx, "courier_reload_in_flight")
 		return ok && v == 0, nil
 	})
+}
+
+// TestPlanListsWhatTheNextChangeDoesAndWritesNothing: `courier plan` on a
+// source lists the consumers of its replicas that the next change rolls
+// out, by wave, and those it does not, with their reasons (opted out,
+// notify only, held by the minimum interval, behind a wave so held); it
+// writes nothing (no write
+// by it in the API server's audit log); and the change that follows rolls
+// out exactly what it listed, in its waves.
+func TestPlanListsWhatTheNextChangeDoesAndWritesNothing(t *testing.T) {
+	s := setupWaves(t)
+	a, b := s.namespace(t, "plan-a"), s.namespace(t, "plan-b")
+	waveDeployment(t, a, "web", "", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 2 })
+	waveDeployment(t, b, "api", "1", nil)
+	waveDeployment(t, b, "free", "", nil)
+	waveDeployment(t, b, "told", "", func(d *appsv1.Deployment) { d.Annotations[keyReload] = "notify" })
+	waveDeployment(t, a, "spaced", "2", func(d *appsv1.Deployment) { d.Annotations["courier.dev/reload-min-interval"] = "1h" })
+	waveDeployment(t, b, "late", "3", nil) // behind spaced, which its interval holds
+	spec := podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil)
+	createDeployment(t, a, "opted-out", map[string]string{keyReload: "false"}, spec)
+	unsettled(t, a, "opted-out")
+	// A first change, so that spaced has rolled out within its interval.
+	s.change(t, "v2")
+	for _, w := range [][2]string{{a, "web"}, {b, "free"}, {b, "api"}, {a, "spaced"}, {b, "late"}} {
+		eventually(t, 30*time.Second, "first rollout of "+w[0]+"/"+w[1], func(ctx context.Context) (bool, error) {
+			n, err := replicaSets(ctx, w[0], w[1])
+			return n == 2, err
+		})
+	}
+	eventually(t, converge, "told notified", eventWith(b, "told", "ReloadNotified"))
+
+	mark := auditMark(t)
+	cmd := exec.CommandContext(t.Context(), env.courier, "plan", "secret/ca", "-n", s.src, "-o", "json",
+		"--kubeconfig="+env.cluster.Kubeconfig, "--namespace="+s.courier.namespace)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("courier plan: %v\n%s", err, stderr.String())
+	}
+	var plan status.Plan
+	if err := json.Unmarshal(out, &plan); err != nil {
+		t.Fatalf("courier plan -o json: %v\n%s", err, out)
+	}
+	type line struct{ Wave, Workload, Verdict string }
+	var got []line
+	for _, w := range plan.Waves {
+		for _, c := range w.Workloads {
+			got = append(got, line{strconv.Itoa(w.Wave), c.Namespace + "/" + c.Name, c.Verdict.Verdict})
+		}
+	}
+	for _, c := range plan.NotRolledOut {
+		got = append(got, line{"-", c.Namespace + "/" + c.Name, c.Verdict.Verdict})
+	}
+	want := []line{
+		{"0", a + "/web", "rolls out"}, {"0", b + "/free", "rolls out"},
+		{"1", b + "/api", "waits for an earlier wave"},
+		{"-", a + "/opted-out", "not opted in"}, {"-", a + "/spaced", "held"}, {"-", b + "/late", "held"}, {"-", b + "/told", "notifies"},
+	}
+	sortLines := func(ls []line) {
+		slices.SortFunc(ls, func(x, y line) int {
+			return strings.Compare(x.Wave+" "+x.Workload, y.Wave+" "+y.Workload)
+		})
+	}
+	sortLines(got)
+	sortLines(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("courier plan (-want +got):\n%s\n%s", diff, out)
+	}
+	for _, c := range plan.NotRolledOut {
+		if c.Name == "late" && !strings.Contains(c.Verdict.Message, "Deployment "+a+"/spaced (wave 2, held back: minimum interval)") {
+			t.Errorf("late's verdict does not say spaced holds it: %q", c.Verdict.Message)
+		}
+	}
+	if diff := cmp.Diff([]string{a, b}, plan.Replicas); diff != "" {
+		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+	// Nothing written: no write by courier's user agent as the admin (the
+	// daemons run as ServiceAccounts). The control: a write sent with that
+	// user agent is found.
+	cfg := rest.CopyConfig(env.cluster.Config)
+	cfg.UserAgent = "courier/plan-control"
+	control := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := control.CoreV1().ConfigMaps(b).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plan-control"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	eventually(t, converge, "the control write in the audit log", func(context.Context) (bool, error) {
+		writes = nil
+		for _, e := range auditSince(t, mark) {
+			if e.User.Username == "admin" && strings.HasPrefix(e.UserAgent, "courier/") && e.Verb != "get" && e.Verb != "list" && e.Verb != "watch" {
+				writes = append(writes, e.Verb+" "+e.URI+" ("+e.UserAgent+")")
+			}
+		}
+		return slices.ContainsFunc(writes, func(w string) bool { return strings.Contains(w, "courier/plan-control") }), nil
+	})
+	if len(writes) != 1 {
+		t.Errorf("courier plan wrote: %v", writes)
+	}
+
+	// The change: exactly the plan's rollouts, in its waves.
+	w := wavesOf(t, [2]string{a, "web"}, [2]string{b, "api"})
+	s.change(t, "v3")
+	w.inOrder(t, 30*time.Second)
+	rolledOutOnce(t, b, "free", 2, "secret/ca")
+	for _, d := range [][2]string{{a, "web"}, {b, "api"}} {
+		noRollout(t, d[0], d[1], 3)
+	}
+	for _, d := range [][3]string{{a, "spaced", "2"}, {b, "late", "2"}, {b, "told", "1"}, {a, "opted-out", "1"}} {
+		n, _ := strconv.Atoi(d[2])
+		noRollout(t, d[0], d[1], n)
+	}
 }

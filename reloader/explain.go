@@ -15,6 +15,8 @@ type Explanation struct {
 	Verdict string `json:"verdict"`
 	Policy  string `json:"policy"`
 	Message string `json:"message,omitempty"`
+	// Wave is the workload's rollout wave (-1: none).
+	Wave int `json:"wave"`
 }
 
 // What Explanation.Verdict says.
@@ -38,7 +40,7 @@ const (
 // explain tells verdict v, decided over facts f. Like the policies, it
 // reads nothing and emits nothing.
 func explain(f *facts, v verdict) Explanation {
-	e := Explanation{Policy: v.policy, Message: v.message}
+	e := Explanation{Policy: v.policy, Message: v.message, Wave: f.wave}
 	changed := ""
 	if v.d != nil {
 		changed = strings.Join(v.d.changed, ", ")
@@ -68,9 +70,10 @@ func explain(f *facts, v verdict) Explanation {
 		e.Verdict, e.Message = VerdictDrops, "nothing it consumes is opted in any more"
 	case doKeepPending:
 		e.Verdict = VerdictHeld
-		if v.hold.halted() {
+		switch {
+		case v.hold.halted():
 			e.Verdict = VerdictHalted
-		} else if v.hold != nil {
+		case v.hold != nil && !v.hold.heldBack && !v.hold.slot:
 			e.Verdict = VerdictWaitsForWave
 		}
 	case doNotify:

@@ -139,6 +139,11 @@ func TestPolicies(t *testing.T) {
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
 			After:   9*time.Minute + 100*time.Millisecond,
 			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, rolling out)"}},
+		{"an earlier wave held back itself: waits, and says so first", func(f *facts) {
+			f.wave, f.ahead = 2, []ahead{{input: "secret/a", key: db, wave: 0, pending: true},
+				{input: "secret/a", key: key{Kind: workload.Deployment, Namespace: "other", Name: "spaced"}, wave: 1, pending: true, heldBy: "minimum interval"}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			Message: "secret/a changed: this workload (wave 2) rolls out once the earlier waves are healthy on it; waiting for Deployment other/spaced (wave 1, held back: minimum interval), Deployment other/db (wave 0, not rolled out yet)"}},
 		{"an earlier wave ahead on an input that did not change holds nothing", func(f *facts) {
 			f.wave, f.ahead = 1, []ahead{{input: "secret/b", key: db, wave: 0, pending: true}}
 		}, got{Policy: "roll out", Do: doRollOut}},

@@ -67,7 +67,10 @@ type ahead struct {
 	// pending: its own rollout for the change is still to come (its
 	// debounce, its minimum interval, its own wave, the replicator); else
 	// it took the change in and health is what its status says of it.
+	// heldBy: what holds that rollout back for now ("": nothing), the
+	// policy that decided (its minimum interval, a storm).
 	pending bool
+	heldBy  string
 	health  workload.Health
 	// since: when courier last rolled it out (courier.dev/reloaded-at;
 	// zero: never), from which --reload-wave-timeout runs.
@@ -76,6 +79,8 @@ type ahead struct {
 
 func (a ahead) String() string {
 	switch {
+	case a.heldBy != "":
+		return fmt.Sprintf("%s (wave %d, held back: %s)", a.key, a.wave, a.heldBy)
 	case a.pending:
 		return fmt.Sprintf("%s (wave %d, not rolled out yet)", a.key, a.wave)
 	case a.health == workload.Failed:
@@ -159,7 +164,10 @@ func (c *Controller) progress(ctx context.Context, k key, obj any, input string)
 		return a, false, nil
 	}
 	switch v.do {
-	case doRollOut, doKeepPending, doWait:
+	case doKeepPending:
+		a.heldBy = v.policy
+		a.pending = true
+	case doRollOut, doWait:
 		a.pending = true
 	}
 	return a, true, nil
@@ -223,6 +231,7 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 	var next time.Time
 	for _, a := range ahead {
 		v.hold.on = append(v.hold.on, a.key)
+		v.hold.heldBack = v.hold.heldBack || a.heldBy != ""
 		since := a.since
 		if since.IsZero() {
 			since = f.waitingSince // courier never rolled it out: from when this one began to wait
@@ -258,12 +267,23 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 	return v, true
 }
 
-// listed names up to three workloads a wave waits for, and how many more.
-func listed(ahead []ahead) string {
+// listed names up to three workloads a wave waits for, those held back
+// first (they hold it longest), and how many more.
+func listed(as []ahead) string {
+	as = slices.Clone(as)
+	slices.SortStableFunc(as, func(a, b ahead) int {
+		switch {
+		case a.heldBy != "" && b.heldBy == "":
+			return -1
+		case a.heldBy == "" && b.heldBy != "":
+			return 1
+		}
+		return 0
+	})
 	var names []string
-	for i, a := range ahead {
+	for i, a := range as {
 		if i == 3 {
-			names = append(names, fmt.Sprintf("and %d more", len(ahead)-3))
+			names = append(names, fmt.Sprintf("and %d more", len(as)-3))
 			break
 		}
 		names = append(names, a.String())
@@ -276,6 +296,9 @@ type hold struct {
 	on    []key
 	halts []halt
 	slot  bool
+	// heldBack: a workload it waits for is held back itself (its minimum
+	// interval, a storm), so it does not roll out soon.
+	heldBack bool
 }
 
 // halted reports whether the change is halted, not only waiting.

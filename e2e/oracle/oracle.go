@@ -69,7 +69,9 @@ type Event struct {
 	Stage   string `json:"stage"`
 	Verb    string `json:"verb"`
 	URI     string `json:"requestURI"`
-	User    struct {
+	// UserAgent is the client's (courier's own: "courier/…").
+	UserAgent string `json:"userAgent"`
+	User      struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	Impersonated *struct {

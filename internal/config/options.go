@@ -93,7 +93,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Options, e
 	fs := f.fs
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: courier [flags]\n       courier status [flags]   (what courier is doing; courier status --help)\n       courier migrate [flags]  (from Reloader, kubernetes-replicator, Reflector annotations; courier migrate --help)\n       courier version          (version, VCS revision, Go version)\n\ncourier replicates Secrets and ConfigMaps across namespaces, guards them, and reloads the workloads that consume them.\n\nFlags (each has an environment twin, shown in brackets; a flag on the command line wins):\n")
+		fmt.Fprintf(fs.Output(), "Usage: courier [flags]\n       courier status [flags]   (what courier is doing; courier status --help)\n       courier plan <secret|configmap>/<name> -n <namespace> [flags]  (what a change of it would roll out, wave by wave; writes nothing)\n       courier migrate [flags]  (from Reloader, kubernetes-replicator, Reflector annotations; courier migrate --help)\n       courier version          (version, VCS revision, Go version)\n\ncourier replicates Secrets and ConfigMaps across namespaces, guards them, and reloads the workloads that consume them.\n\nFlags (each has an environment twin, shown in brackets; a flag on the command line wins):\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			def := f.DefValue
 			if def == "" {

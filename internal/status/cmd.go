@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/config"
@@ -29,13 +30,61 @@ import (
 // preview (nil: none) is the reloader's decision, asked for each consumer's
 // verdict (Verdicts).
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, preview Preview) int {
-	cmd := config.NewSubcommand("status", "Prints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nIt reports what the running courier does: it reads the settings its leader publishes (ConfigMap\n"+settings.Name+" in courier's namespace); a flag given here (or its COURIER_* variable) wins. With several\ninstallations running, --namespace picks one.", stderr)
-	var f flags
+	ctx := context.Background()
+	rn, code, ok := start(ctx, "status", "Prints, per source, its selector, the namespaces it targets and how many hold a replica in sync,\nare blocked by a conflict or are in error, then the last reload of each workload consuming it.\nIt reports what the running courier does: it reads the settings its leader publishes (ConfigMap\n"+settings.Name+" in courier's namespace); a flag given here (or its COURIER_* variable) wins. With several\ninstallations running, --namespace picks one.", args, getenv, stderr, nil)
+	if !ok {
+		return code
+	}
+	r := Build(rn.cluster, rn.o.Options)
+	if preview != nil {
+		if err := rn.verdicts(ctx, &r, nil, preview); err != nil {
+			rn.cmd.Fail(err)
+			return 1
+		}
+	}
+	r.Installation = rn.inst
+	r.Scope = scopeNote(rn.o.scope)
+	r.CustomKinds = CheckKinds(ctx, rn.client, rn.o.Installation, rn.f.sa, rn.o.resources, rn.o.scope)
+	var err error
+	if rn.cmd.Output == "json" {
+		err = r.WriteJSON(stdout)
+	} else {
+		err = r.WriteTable(stdout)
+	}
+	if err != nil {
+		rn.cmd.Fail(err)
+		return 1
+	}
+	return 0
+}
+
+// run is what status and plan read before they report: the flags, the
+// installation they follow, and the cluster as that courier sees it.
+type run struct {
+	cmd     *config.Subcommand
+	f       flags
+	o       statusOptions
+	inst    *Installation
+	client  kubernetes.Interface
+	meta    metadata.Interface
+	cluster Cluster
+}
+
+// start parses subcommand name's flags (more: its own), finds the
+// installation and collects the cluster. When it returns false the
+// subcommand ends with the code.
+func start(ctx context.Context, name, usage string, args []string, getenv func(string) string, stderr io.Writer, more func(*flag.FlagSet)) (*run, int, bool) {
+	cmd := config.NewSubcommand(name, usage, stderr)
+	rn := &run{cmd: cmd}
+	f := &rn.f
 	var resources workload.Resources
 	cmd.Flags.Var(&resources, "reload-resources", "as courier's flag: the custom kinds it reloads (status says whether courier may watch each)")
 	cmd.Flags.StringVar(&f.sa, "service-account", "courier", "courier's ServiceAccount, in --namespace (for --reload-resources)")
 	cmd.Flags.StringVar(&f.excludeNS, "exclude-namespaces", "", "as courier's flag: namespaces never replicated into")
 	cmd.Flags.StringVar(&f.compat, "compat", "", "as courier's flag: the other tools whose annotations make sources ("+strings.Join(source.Tools, ", ")+")")
+	if more != nil {
+		more(cmd.Flags)
+	}
 	code, ok := cmd.Parse(args, getenv, func() error {
 		f.namespace, f.sourceNS, f.resources = cmd.Namespace, cmd.SourceNS, resources.String()
 		f.watchNS, f.labels = cmd.WatchNS, cmd.ResourceLabels
@@ -43,67 +92,54 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, p
 		return err
 	})
 	if !ok {
-		return code
+		return nil, code, false
 	}
 	given := map[string]bool{}
 	cmd.Flags.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 
-	ctx := context.Background()
-	client, meta, err := cmd.Clients()
+	var err error
+	if rn.client, rn.meta, err = cmd.Clients(); err != nil {
+		cmd.Fail(err)
+		return nil, 1, false
+	}
+	rn.inst, code, err = installation(ctx, rn.client, given, f, stderr)
 	if err != nil {
 		cmd.Fail(err)
-		return 1
+		return nil, code, false
 	}
-	inst, code, err := installation(ctx, client, given, &f, stderr)
-	if err != nil {
-		cmd.Fail(err)
-		return code
-	}
-	o, err := f.options()
-	if err != nil { // what an installation published, that this courier cannot read
+	if rn.o, err = f.options(); err != nil { // what an installation published, that this courier cannot read
 		cmd.Fail(fmt.Errorf("the settings published in %s/%s: %w", f.namespace, settings.Name, err))
-		return 1
+		return nil, 1, false
 	}
-	if inst != nil { // say what the report follows, overrides included
-		inst.SourceNamespaces, inst.ExcludeNamespaces = o.SourceNamespaces.String(), o.ExcludeNamespaces.String()
-		inst.Compat, inst.ReloadResources = o.Compat.String(), o.resources.String()
-		inst.WatchNamespaces, inst.ResourceLabels = strings.Join(o.scope.Namespaces, ","), o.scope.ResourceLabels
+	if inst := rn.inst; inst != nil { // say what the report follows, overrides included
+		inst.SourceNamespaces, inst.ExcludeNamespaces = rn.o.SourceNamespaces.String(), rn.o.ExcludeNamespaces.String()
+		inst.Compat, inst.ReloadResources = rn.o.Compat.String(), rn.o.resources.String()
+		inst.WatchNamespaces, inst.ResourceLabels = strings.Join(rn.o.scope.Namespaces, ","), rn.o.scope.ResourceLabels
 	}
-	c, err := Collect(ctx, client, meta, o.Compat, o.scope)
-	if err != nil {
+	if rn.cluster, err = Collect(ctx, rn.client, rn.meta, rn.o.Compat, rn.o.scope); err != nil {
 		cmd.Fail(err)
-		return 1
+		return nil, 1, false
 	}
-	o.NotifyOnly = inst != nil && inst.ReloadMode == "notify"
-	r := Build(c, o.Options)
-	if preview != nil {
-		v, err := view.New(o.scope.Namespaces, o.scope.ResourceLabels, nil)
-		if err != nil {
-			cmd.Fail(err)
-			return 1
-		}
-		dyn, err := cmd.Dynamic()
-		if err != nil {
-			cmd.Fail(err)
-			return 1
-		}
-		Verdicts(ctx, client, dyn, &r, c, o.scope, Reloading{Installation: o.Installation, Compat: o.Compat.Reloader, ReloadAll: inst != nil && inst.ReloadAll,
-			NotifyOnly: o.NotifyOnly, Rollouts: slices.ContainsFunc(o.resources, func(r workload.Resource) bool { return r.GroupResource == workload.Rollouts }),
-			CSI: inst != nil && inst.ReloadCSI, Roles: o.roles(), View: v, Finder: informers.NewFinder(meta)}, preview)
-	}
-	r.Installation = inst
-	r.Scope = scopeNote(o.scope)
-	r.CustomKinds = CheckKinds(ctx, client, o.Installation, f.sa, o.resources, o.scope)
-	if cmd.Output == "json" {
-		err = r.WriteJSON(stdout)
-	} else {
-		err = r.WriteTable(stdout)
-	}
+	rn.o.NotifyOnly = rn.inst != nil && rn.inst.ReloadMode == "notify"
+	return rn, 0, true
+}
+
+// verdicts sets the verdict of every consumer in r, as if the objects
+// changed (kind/namespace/name) had new content.
+func (rn *run) verdicts(ctx context.Context, r *Report, changed map[string]bool, preview Preview) error {
+	v, err := view.New(rn.o.scope.Namespaces, rn.o.scope.ResourceLabels, nil)
 	if err != nil {
-		cmd.Fail(err)
-		return 1
+		return err
 	}
-	return 0
+	dyn, err := rn.cmd.Dynamic()
+	if err != nil {
+		return err
+	}
+	inst := rn.inst
+	Verdicts(ctx, rn.client, dyn, r, rn.cluster, rn.o.scope, Reloading{Installation: rn.o.Installation, Compat: rn.o.Compat.Reloader, ReloadAll: inst != nil && inst.ReloadAll,
+		NotifyOnly: rn.o.NotifyOnly, Rollouts: slices.ContainsFunc(rn.o.resources, func(r workload.Resource) bool { return r.GroupResource == workload.Rollouts }),
+		CSI: inst != nil && inst.ReloadCSI, Roles: rn.o.roles(), View: v, Finder: informers.NewFinder(rn.meta), Changed: changed}, preview)
+	return nil
 }
 
 // flags are the values of status's flags that decide the report.

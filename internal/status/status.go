@@ -247,9 +247,17 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 			}
 		}
 	}
+	s.Consumers = consumersOf(c, o, s.Kind, s.Name, func(ns string) bool { return ns == s.Namespace || replicaNamespaces[ns] })
+	return s
+}
+
+// consumersOf is the workloads in the namespaces in selects that consume
+// the Secret or ConfigMap kind of that name there, sorted.
+func consumersOf(c Cluster, o Options, kind, name string, in func(namespace string) bool) []Consumer {
+	out := []Consumer{}
 	for _, w := range c.Workloads {
 		ns := w.Meta.GetNamespace()
-		if ns != s.Namespace && !replicaNamespaces[ns] {
+		if !in(ns) {
 			continue
 		}
 		a := w.Meta.GetAnnotations()
@@ -257,22 +265,22 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 		if w.Template != nil {
 			template = w.Template.Annotations
 		}
-		for _, in := range workload.WithNamed(inputs.Of(w.Spec), a, template) {
-			if in.Kind != s.Kind || in.Name != s.Name || (in.Named != "" && in.Named != wellknown.ReloadOn && !o.Compat.Reloader) {
+		for _, ref := range workload.WithNamed(inputs.Of(w.Spec), a, template) {
+			if ref.Kind != kind || ref.Name != name || (ref.Named != "" && ref.Named != wellknown.ReloadOn && !o.Compat.Reloader) {
 				continue
 			}
-			s.Consumers = append(s.Consumers, Consumer{
-				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + in.Name, NamedBy: in.Named,
+			out = append(out, Consumer{
+				Kind: w.Kind, Namespace: ns, Name: w.Meta.GetName(), Input: ns + "/" + ref.Name, NamedBy: ref.Named,
 				NotifyOnly: o.NotifyOnly || a[wellknown.Reload] == wellknown.ReloadNotify,
 				ReloadedAt: a[wellknown.ReloadedAt], ReloadedFor: a[wellknown.ReloadedFor],
 			})
 			break
 		}
 	}
-	slices.SortFunc(s.Consumers, func(a, b Consumer) int {
+	slices.SortFunc(out, func(a, b Consumer) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
 	})
-	return s
+	return out
 }
 
 func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }

@@ -30,6 +30,9 @@ type Verdict struct {
 	// could not ask).
 	Policy  string `json:"policy,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Wave is its rollout wave (courier.dev/reload-wave; -1: none, under
+	// --compat=reloader without the annotation).
+	Wave int `json:"wave"`
 }
 
 // Explain tells what the reloader would do with the workload kind
@@ -56,6 +59,9 @@ type Reloading struct {
 	Roles  role.Config
 	View   view.View
 	Finder view.Finder
+	// Changed (kind/namespace/name): Secrets and ConfigMaps taken to hold
+	// new content, for courier plan (nil: none).
+	Changed map[string]bool
 }
 
 // Verdicts sets the Verdict of every consumer in r. It reads what courier's
@@ -143,7 +149,45 @@ func (rd *reads) explainer(ctx context.Context, c Cluster, consumers map[string]
 			}
 		}
 	}
+	for i, obj := range rd.objects {
+		if m, ok := obj.(metav1.Object); ok && rd.rl.Changed[objKey(kindOf(obj), m.GetNamespace(), m.GetName())] {
+			rd.objects[i] = withNewContent(obj)
+		}
+	}
 	return preview(rd.rl, rd.objects)
+}
+
+// kindOf is a Secret's or ConfigMap's kind ("" for any other object).
+func kindOf(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Secret:
+		return wellknown.KindSecret
+	case *corev1.ConfigMap:
+		return wellknown.KindConfigMap
+	}
+	return ""
+}
+
+// withNewContent is a copy of a Secret or ConfigMap whose every value
+// differs from obj's: what its consumers see after a change of it.
+func withNewContent(obj runtime.Object) runtime.Object {
+	const changed = "\x00courier-plan"
+	switch o := obj.DeepCopyObject().(type) {
+	case *corev1.Secret:
+		for k, v := range o.Data {
+			o.Data[k] = append(v, changed...)
+		}
+		return o
+	case *corev1.ConfigMap:
+		for k, v := range o.Data {
+			o.Data[k] = v + changed
+		}
+		for k, v := range o.BinaryData {
+			o.BinaryData[k] = append(v, changed...)
+		}
+		return o
+	}
+	return obj
 }
 
 // workload reads what the decision on consumer w (keyed key) reads besides
