@@ -12,6 +12,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +77,7 @@ type dashboardStep struct {
 // shipped dashboard and alert rules are there to show — a replica written,
 // a change rolled out, a conflict, failed writes, reverts and a contested
 // fight, a restore, an invalid selector, a refused rollout, a flapping
-// input, throttled work, a growing cache, a leader change, every process
+// input, a change halted between rollout waves, throttled work, a growing cache, a leader change, every process
 // down, a Lease held by a process that does nothing, a watched namespace
 // courier may not list in — and checks after each
 // that every panel query meant to show it moves as it should (a rate or
@@ -155,6 +156,23 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 			}
 		},
 		alerts: map[string]string{"CourierReloadsSuppressed": "firing"},
+	}, {
+		name: "a change halted between rollout waves",
+		drive: func(t *testing.T) {
+			ns := newNamespace(t, "waves", nil)
+			createSecret(t, ns, "ca", withAnnotation(keyReload, "true"), withData("crt", "1"))
+			waveDeployment(t, ns, "web", "0", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](2) })
+			waveDeployment(t, ns, "api", "1", nil)
+			nowhere(t, ns, "web", true)
+			updateSecret(t, ns, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("2") })
+			eventually(t, 30*time.Second, "api halted", eventWith(ns, "api", "ReloadHalted"))
+		},
+		moves: []panelMove{
+			{"Rollout waves and budget", 0, nil, growsBy(1)},
+			{"Rollout waves and budget", 1, nil, growsBy(1)},
+			{"Rollout waves and budget", 2, nil, growsBy(1)},
+		},
+		alerts: map[string]string{"CourierReloadHalted": "firing"},
 	}, {
 		name: "a replica's name held by a Secret courier did not make",
 		drive: func(t *testing.T) {

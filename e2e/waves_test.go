@@ -256,6 +256,11 @@ func TestAFailedWaveHaltsTheChangeUntilFixedOrReplaced(t *testing.T) {
 	if v, _ := s.courier.MetricValue(t.Context(), "courier_reload_halted_changes"); v != 1 {
 		t.Errorf("courier_reload_halted_changes = %v, want 1", v)
 	}
+	r := statusReport(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	want := status.Change{Source: "Secret " + s.src + "/ca", Wave: 1, State: "halted", Workloads: []string{"Deployment " + b + "/api"}}
+	if !slices.ContainsFunc(r.Changes, func(c status.Change) bool { return cmp.Equal(c, want) }) {
+		t.Errorf("courier status shows the changes %+v, want among them %+v", r.Changes, want)
+	}
 	webRolled, err := replicaSets(t.Context(), a, "web")
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, p
 			return 1
 		}
 	}
+	r.Changes = inProgress(r.Sources)
 	r.Installation = rn.inst
 	r.Scope = scopeNote(rn.o.scope)
 	r.CustomKinds = CheckKinds(ctx, rn.client, rn.o.Installation, rn.f.sa, rn.o.resources, rn.o.scope)

@@ -111,5 +111,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	if n == 0 {
 		fmt.Fprintln(tw, "(no workload consumes a source or a replica)")
 	}
+	if len(r.Changes) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "CHANGE OF\tWAVE\tSTATE\tWORKLOADS")
+		for _, c := range r.Changes {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", c.Source, c.Wave, c.State, strings.Join(c.Workloads, ", "))
+		}
+	}
 	return tw.Flush()
 }

@@ -11,6 +11,7 @@ package status
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,42 @@ type Report struct {
 	Sources []Source `json:"sources"`
 	// CustomKinds are the kinds of --reload-resources (none without it).
 	CustomKinds []CustomKind `json:"customKinds,omitempty"`
+	// Changes are the changes of sources still rolling out, by wave.
+	Changes []Change `json:"changes,omitempty"`
+}
+
+// Change is the consumers of one source in one wave whose rollout for a
+// change is still to come: about to roll out, waiting for an earlier wave,
+// or halted.
+type Change struct {
+	Source    string   `json:"source"` // kind namespace/name
+	Wave      int      `json:"wave"`
+	State     string   `json:"state"` // the verdict they share
+	Workloads []string `json:"workloads"`
+}
+
+// inProgress are the changes still rolling out, from the consumers'
+// verdicts: per source, wave and state, in wave order.
+func inProgress(sources []Source) []Change {
+	var out []Change
+	for _, s := range sources {
+		at := map[[2]string]int{} // wave, state → index in out
+		for _, c := range s.Consumers {
+			v := c.Verdict
+			if v == nil || (v.Verdict != "rolls out" && v.Verdict != "waits for an earlier wave" && v.Verdict != "halted") {
+				continue
+			}
+			k := [2]string{strconv.Itoa(max(v.Wave, 0)), v.Verdict}
+			i, ok := at[k]
+			if !ok {
+				i, at[k] = len(out), len(out)
+				out = append(out, Change{Source: s.Kind + " " + s.Ref(), Wave: max(v.Wave, 0), State: v.Verdict})
+			}
+			out[i].Workloads = append(out[i].Workloads, c.Kind+" "+c.Namespace+"/"+c.Name)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Change) int { return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Wave, b.Wave)) })
+	return out
 }
 
 // Installation is the settings a courier installation's leader published,

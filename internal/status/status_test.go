@@ -66,3 +66,25 @@ func TestBuildCountsTargetsByState(t *testing.T) {
 		t.Errorf("an invalid selector is not reported")
 	}
 }
+
+// TestInProgress: the changes still rolling out, per source, wave and
+// state, from the consumers' verdicts; the rest are left out.
+func TestInProgress(t *testing.T) {
+	v := func(verdict string, wave int) *Verdict { return &Verdict{Verdict: verdict, Wave: wave} }
+	sources := []Source{{Kind: "Secret", Namespace: "src", Name: "ca", Consumers: []Consumer{
+		{Kind: "Deployment", Namespace: "b", Name: "api", Verdict: v("halted", 1)},
+		{Kind: "Deployment", Namespace: "a", Name: "web", Verdict: v("up to date", 0)},
+		{Kind: "Deployment", Namespace: "c", Name: "cart", Verdict: v("halted", 1)},
+		{Kind: "Deployment", Namespace: "c", Name: "edge", Verdict: v("waits for an earlier wave", 2)},
+		{Kind: "Deployment", Namespace: "d", Name: "old", Verdict: v("rolls out", -1)},
+		{Kind: "Deployment", Namespace: "d", Name: "x"},
+	}}}
+	want := []Change{
+		{Source: "Secret src/ca", Wave: 0, State: "rolls out", Workloads: []string{"Deployment d/old"}},
+		{Source: "Secret src/ca", Wave: 1, State: "halted", Workloads: []string{"Deployment b/api", "Deployment c/cart"}},
+		{Source: "Secret src/ca", Wave: 2, State: "waits for an earlier wave", Workloads: []string{"Deployment c/edge"}},
+	}
+	if diff := cmp.Diff(want, inProgress(sources)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
