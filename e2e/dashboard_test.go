@@ -168,9 +168,10 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 			eventually(t, 30*time.Second, "api halted", eventWith(ns, "api", "ReloadHalted"))
 		},
 		moves: []panelMove{
-			{"Rollout waves and budget", 0, nil, growsBy(1)},
-			{"Rollout waves and budget", 1, nil, growsBy(1)},
-			{"Rollout waves and budget", 2, nil, growsBy(1)},
+			// From quiet: the rollouts of the steps before must be healthy first.
+			{"Rollout waves and budget", 0, nil, fromBelow(1)},
+			{"Rollout waves and budget", 1, nil, fromBelow(1)},
+			{"Rollout waves and budget", 2, nil, fromBelow(1)},
 		},
 		alerts: map[string]string{"CourierReloadHalted": "firing"},
 	}, {

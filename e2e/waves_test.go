@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os/exec"
 	"slices"
@@ -104,7 +105,12 @@ type deploymentState struct {
 	healthy bool
 }
 
+// deploymentNow reads Deployment ns/name; a name "statefulset/x" or
+// "daemonset/x" reads that workload instead.
 func deploymentNow(ctx context.Context, ns, name string) (deploymentState, error) {
+	if kind, n, ok := strings.Cut(name, "/"); ok {
+		return otherNow(ctx, kind, ns, n)
+	}
 	d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return deploymentState{}, err
@@ -117,11 +123,47 @@ func deploymentNow(ctx context.Context, ns, name string) (deploymentState, error
 	}, nil
 }
 
+// otherNow is deploymentNow of a StatefulSet (healthy: every replica on
+// updateRevision and ready) or a DaemonSet (every scheduled pod updated and
+// available).
+func otherNow(ctx context.Context, kind, ns, name string) (deploymentState, error) {
+	switch kind {
+	case "statefulset":
+		s, err := admin().AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return deploymentState{}, err
+		}
+		st := s.Status
+		return deploymentState{hash: s.Spec.Template.Annotations[keyConfigHash],
+			healthy: st.ObservedGeneration >= s.Generation && st.UpdatedReplicas == *s.Spec.Replicas && st.ReadyReplicas == *s.Spec.Replicas &&
+				st.CurrentRevision == st.UpdateRevision}, nil
+	case "daemonset":
+		d, err := admin().AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return deploymentState{}, err
+		}
+		st := d.Status
+		return deploymentState{hash: d.Spec.Template.Annotations[keyConfigHash],
+			healthy: st.ObservedGeneration >= d.Generation && st.DesiredNumberScheduled > 0 &&
+				st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled}, nil
+	}
+	return deploymentState{}, fmt.Errorf("no such kind in this test: %s", kind)
+}
+
 // waves are Deployments in wave order, with their config hashes before a
 // change.
 type waves struct {
 	deployments [][2]string // namespace, name
 	before      []string
+	// levels are their waves (nil: each its own, in order).
+	levels []int
+}
+
+func (w waves) level(i int) int {
+	if w.levels == nil {
+		return i
+	}
+	return w.levels[i]
 }
 
 func wavesOf(t *testing.T, deployments ...[2]string) waves {
@@ -167,7 +209,10 @@ func (w waves) inOrder(t *testing.T, timeout time.Duration) []time.Time {
 			if rolled[i].IsZero() {
 				rolled[i] = time.Now()
 			}
-			for j := range i {
+			for j := range now {
+				if w.level(j) >= w.level(i) {
+					continue
+				}
 				if now[j].hash == before[j] || !now[j].healthy {
 					t.Fatalf("%s/%s rolled out while %s/%s, of an earlier wave, was not yet healthy on the change (rolled out: %v)",
 						waves[i][0], waves[i][1], waves[j][0], waves[j][1], now[j].hash != before[j])
@@ -518,4 +563,119 @@ func TestPlanListsWhatTheNextChangeDoesAndWritesNothing(t *testing.T) {
 		n, _ := strconv.Atoi(d[2])
 		noRollout(t, d[0], d[1], n)
 	}
+}
+
+// TestWavesWaitForStatefulSetsAndDaemonSets: wave 0 holds a StatefulSet of
+// two replicas and a DaemonSet, each taking 3 s to become available after
+// a pod is ready; the Deployment of wave 1 rolls out only once both have
+// every replica updated and ready.
+func TestWavesWaitForStatefulSetsAndDaemonSets(t *testing.T) {
+	s := setupWaves(t)
+	a, b := s.namespace(t, "kinds-a"), s.namespace(t, "kinds-b")
+	labels := func(name string) map[string]string { return map[string]string{"app": name} }
+	tmpl := func(name string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels(name)}, Spec: podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil)}
+	}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: a, Annotations: map[string]string{keyReload: "true"}}
+	}
+	if _, err := admin().AppsV1().StatefulSets(a).Create(t.Context(), &appsv1.StatefulSet{ObjectMeta: meta("db"), Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](2), MinReadySeconds: 3, Selector: &metav1.LabelSelector{MatchLabels: labels("db")}, Template: tmpl("db")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin().AppsV1().DaemonSets(a).Create(t.Context(), &appsv1.DaemonSet{ObjectMeta: meta("agent"), Spec: appsv1.DaemonSetSpec{
+		MinReadySeconds: 3, Selector: &metav1.LabelSelector{MatchLabels: labels("agent")}, Template: tmpl("agent")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"statefulset/db", "daemonset/agent"} {
+		eventually(t, 60*time.Second, name+" healthy with courier's baseline", func(ctx context.Context) (bool, error) {
+			st, err := deploymentNow(ctx, a, name)
+			return st.healthy, err
+		})
+	}
+	waveDeployment(t, b, "api", "1", nil)
+	eventually(t, converge, "baselines of db and agent", func(ctx context.Context) (bool, error) {
+		sts, err := admin().AppsV1().StatefulSets(a).Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ds, err := admin().AppsV1().DaemonSets(a).Get(ctx, "agent", metav1.GetOptions{})
+		return err == nil && sts.Annotations[keyInputs] != "" && ds.Annotations[keyInputs] != "", err
+	})
+
+	w := wavesOf(t, [2]string{a, "statefulset/db"}, [2]string{a, "daemonset/agent"}, [2]string{b, "api"})
+	w.levels = []int{0, 0, 1}
+	s.change(t, "v2")
+	at := w.inOrder(t, 60*time.Second)
+	last := at[0]
+	if at[1].After(last) {
+		last = at[1]
+	}
+	if gap := at[2].Sub(last); gap < 2*time.Second {
+		t.Errorf("wave 1 rolled out %s after the last of wave 0, which takes 3 s to become available", gap)
+	}
+	rolledOutOnce(t, b, "api", 1, "secret/ca")
+}
+
+// TestUnderCompatAWorkloadWithoutAWaveIsInNone: under --compat=reloader a
+// workload without courier.dev/reload-wave neither waits nor holds a later
+// wave back, as with Reloader — even one never healthy — while annotated
+// ones keep their order.
+func TestUnderCompatAWorkloadWithoutAWaveIsInNone(t *testing.T) {
+	s := setupWaves(t, "--compat=reloader")
+	ns := s.namespace(t, "compat-waves")
+	waveDeployment(t, ns, "web", "0", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 4 })
+	waveDeployment(t, ns, "api", "1", nil)
+	waveDeployment(t, ns, "legacy", "", nil)
+	nowhere(t, ns, "legacy", true) // never healthy again
+	w := wavesOf(t, [2]string{ns, "web"}, [2]string{ns, "api"})
+	s.change(t, "v2")
+	eventually(t, 10*time.Second, "legacy rolled out at once, though web is not healthy yet", func(ctx context.Context) (bool, error) {
+		l, err := deploymentNow(ctx, ns, "legacy")
+		if err != nil || l.hash == "" {
+			return false, err
+		}
+		web, err := deploymentNow(ctx, ns, "web")
+		if err == nil && web.healthy && web.hash != w.before[0] {
+			return false, fmt.Errorf("web was healthy on the change before legacy rolled out")
+		}
+		return true, err
+	})
+	w.inOrder(t, 30*time.Second)
+}
+
+// TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy: with the real Argo Rollouts
+// controller, a Deployment of wave 1 rolls out only once the Rollout of
+// wave 0 is Healthy at its new revision.
+func TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy(t *testing.T) {
+	startArgoRollouts(t)
+	id := identityWith(t, "courier-argo-waves", argoOverlayRBAC(t))
+	ns := newNamespace(t, "argo-waves", nil)
+	c := startCourierAs(t, id, nil, "--source-namespaces="+ns, "--reload-resources=rollouts.argoproj.io", "--reload-debounce=200ms")
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+	createSecret(t, ns, "ca", withAnnotation(keyReload, "true"), withData("crt", "v1"))
+	spec := rolloutSpec("web", podTemplate("web", podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil)))
+	spec["minReadySeconds"] = int64(4)
+	createRollout(t, ns, "web", map[string]string{keyReload: "true"}, spec) // wave 0
+	rolloutAt(t, ns, "web", "1", 1)
+	customBaselined(t, rollouts, ns, "web")
+	waveDeployment(t, ns, "api", "1", nil)
+
+	updateSecret(t, ns, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("v2") })
+	eventually(t, time.Minute, "api rolled out", func(ctx context.Context) (bool, error) {
+		api, err := deploymentNow(ctx, ns, "api")
+		if err != nil || api.hash == "" {
+			return false, err
+		}
+		web, _, err := rolloutStateOf(ctx, t, ns, "web")
+		if err != nil {
+			return false, err
+		}
+		if web.revision != "2" || !web.completed {
+			t.Fatalf("api rolled out while Rollout web was at revision %s, completed %v", web.revision, web.completed)
+		}
+		return true, nil
+	})
+	rolledOutOnce(t, ns, "api", 1, "secret/ca")
 }

@@ -192,8 +192,7 @@ func (b *budget) leave(k key) {
 func (b *budget) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	clear(b.taken)
-	clear(b.queue)
+	b.taken, b.queue = map[key]string{}, map[key]queuedFor{} // new maps: Go maps never shrink
 	b.gauge.Set(float64(b.count()))
 }
 

@@ -112,21 +112,22 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 				}
 				for _, o := range objs {
 					m := o.(metav1.Object)
-					if seen[m.GetUID()] {
+					k := key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}
+					if refs := c.referencing(k); len(refs) > 0 {
+						// Argo Rollouts take its template: they are what rolls out.
+						for _, r := range refs {
+							if info, ok := c.kind(r.Kind); ok {
+								if ro, ok, _ := info.indexer.GetByKey(r.Namespace + "/" + r.Name); ok {
+									if err := c.consider(ctx, f, seen, r, ro, id, in); err != nil {
+										return err
+									}
+								}
+							}
+						}
 						continue
 					}
-					seen[m.GetUID()] = true
-					wave, _ := waveOf(m.GetAnnotations(), c.opts.Compat)
-					if wave == noWave || wave >= f.wave {
-						continue
-					}
-					a, counts, err := c.progress(ctx, key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}, o, in)
-					if err != nil {
+					if err := c.consider(ctx, f, seen, k, o, id, in); err != nil {
 						return err
-					}
-					if counts && (a.pending || a.health != workload.Healthy) {
-						a.input, a.wave = id, wave
-						f.ahead = append(f.ahead, a)
 					}
 				}
 			}
@@ -135,6 +136,30 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 	slices.SortFunc(f.ahead, func(a, b ahead) int {
 		return cmp.Or(cmp.Compare(a.wave, b.wave), strings.Compare(a.key.String(), b.key.String()))
 	})
+	return nil
+}
+
+// consider adds workload k (cached as obj), a consumer of input (an
+// InputKey; id: the waiting workload's input it stands for), to f.ahead
+// when it is of an earlier wave and not done with the change.
+func (c *Controller) consider(ctx context.Context, f *facts, seen map[types.UID]bool, k key, obj any, id, input string) error {
+	m := obj.(metav1.Object)
+	if seen[m.GetUID()] {
+		return nil
+	}
+	seen[m.GetUID()] = true
+	wave, _ := waveOf(m.GetAnnotations(), c.opts.Compat)
+	if wave == noWave || wave >= f.wave {
+		return nil
+	}
+	a, counts, err := c.progress(ctx, k, obj, input)
+	if err != nil {
+		return err
+	}
+	if counts && (a.pending || a.health != workload.Healthy) {
+		a.input, a.wave = id, wave
+		f.ahead = append(f.ahead, a)
+	}
 	return nil
 }
 
@@ -426,7 +451,7 @@ func (w *waiting) since(k key, now time.Time) time.Time {
 func (w *waiting) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	clear(w.m)
+	w.m = map[key]waitEntry{} // a new map: Go maps never shrink
 	w.count()
 }
 

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,11 +47,19 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, p
 	r.Installation = rn.inst
 	r.Scope = scopeNote(rn.o.scope)
 	r.CustomKinds = CheckKinds(ctx, rn.client, rn.o.Installation, rn.f.sa, rn.o.resources, rn.o.scope)
+	return rn.print(stdout, r, r.WriteTable)
+}
+
+// print writes v as -o asks: indented JSON, or table's text. It returns
+// the exit code.
+func (rn *run) print(stdout io.Writer, v any, table func(io.Writer) error) int {
 	var err error
 	if rn.cmd.Output == "json" {
-		err = r.WriteJSON(stdout)
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
 	} else {
-		err = r.WriteTable(stdout)
+		err = table(stdout)
 	}
 	if err != nil {
 		rn.cmd.Fail(err)

@@ -3,7 +3,6 @@ package status
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -73,18 +72,7 @@ func PlanMain(args []string, getenv func(string) string, stdout, stderr io.Write
 		rn.cmd.Fail(err)
 		return 1
 	}
-	if rn.cmd.Output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(p)
-	} else {
-		err = p.WriteTable(stdout)
-	}
-	if err != nil {
-		rn.cmd.Fail(err)
-		return 1
-	}
-	return 0
+	return rn.print(stdout, p, p.WriteTable)
 }
 
 // planTarget reads <kind>/<name>: kind secret or configmap.

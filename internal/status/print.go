@@ -1,7 +1,6 @@
 package status
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,13 +9,6 @@ import (
 
 	"github.com/courier-k8s/courier/internal/settings"
 )
-
-// WriteJSON writes r as indented JSON, for scripts.
-func (r Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
 
 // WriteTable writes one table of sources and one of their consumers, and
 // one of the custom kinds courier is given.
