@@ -326,10 +326,15 @@ func TestAFailedWaveHaltsTheChangeUntilFixedOrReplaced(t *testing.T) {
 	noRollout(t, b, "api", 1)
 	noRollout(t, a, "web", webRolled)
 
-	// A newer change replaces the halted one: from wave 0 again.
+	// A newer change replaces the halted one: from wave 0 again, halted
+	// again, and told again on the input.
+	toldBefore := eventCount(t, b, "ca", "ReloadHalted")
 	s.change(t, "v3")
 	rolledOutOnce(t, a, "web", webRolled, "secret/ca")
 	rolledOutOnce(t, b, "free", 2, "secret/ca")
+	eventually(t, 30*time.Second, "the newer change halted again, told on api's input", func(ctx context.Context) (bool, error) {
+		return eventCount(t, b, "ca", "ReloadHalted") > toldBefore, nil
+	})
 	noRollout(t, b, "api", 1)
 
 	// web fixed: the held wave goes on by itself, once, with v3.
@@ -399,15 +404,25 @@ func TestAWaveInProgressSurvivesALeaderChange(t *testing.T) {
 // one change of an input six workloads consume never has more than two of
 // courier's rollouts not yet healthy at once — counted from the API server,
 // each count one consistent list — yet uses both slots; the rollouts that
-// waited go in namespace/name order; each workload rolls out once.
+// waited go in namespace/name order; each workload rolls out once. courier
+// runs namespace-scoped, with Roles only: the budget counts what it sees
+// (not the other tests' rollouts in this cluster).
 func TestTheBudgetKeepsAtMostNRolloutsInFlight(t *testing.T) {
-	s := setupWaves(t, "--reload-max-in-flight=2")
-	ns := s.namespace(t, "budget")
+	tid := testID()
+	src := newNamespace(t, "budget-src", map[string]string{"test": tid})
+	ns := newNamespace(t, "budget", map[string]string{"test": tid})
+	own := newNamespace(t, "courier-budget", nil)
+	id := scopedIdentity(t, "courier-budget-"+tid, scopedRules(t), src, ns, own)
+	c := startCourierAs(t, id, nil, "--namespace="+own, "--watch-namespaces="+src+","+ns, "--source-namespaces="+src,
+		"--reload-debounce=200ms", "--reload-max-in-flight=2")
+	c.WaitLeader(t.Context())
+	createSecret(t, src, "ca", withAnnotation(keyReplicateTo, "test="+tid), withAnnotation(keyReload, "true"), withData("crt", "v1"))
+	eventually(t, converge, "replica of ca in "+ns, secretIn(ns, "ca", map[string][]byte{"crt": []byte("v1")}))
 	names := []string{"f", "e", "d", "c", "b", "a"}
 	for _, name := range names {
 		waveDeployment(t, ns, name, "", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 2 })
 	}
-	s.change(t, "v2")
+	updateSecret(t, src, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("v2") })
 	most, rolled := 0, map[string]time.Time{}
 	eventually(t, 60*time.Second, "every workload rolled out and healthy", func(ctx context.Context) (bool, error) {
 		list, err := admin().AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
@@ -448,7 +463,7 @@ func TestTheBudgetKeepsAtMostNRolloutsInFlight(t *testing.T) {
 		noRollout(t, ns, name, 2)
 	}
 	eventually(t, converge, "courier_reload_in_flight back to 0", func(ctx context.Context) (bool, error) {
-		v, ok := s.courier.MetricValue(ctx, "courier_reload_in_flight")
+		v, ok := c.MetricValue(ctx, "courier_reload_in_flight")
 		return ok && v == 0, nil
 	})
 }
@@ -644,9 +659,10 @@ func TestUnderCompatAWorkloadWithoutAWaveIsInNone(t *testing.T) {
 	w.inOrder(t, 30*time.Second)
 }
 
-// TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy: with the real Argo Rollouts
-// controller, a Deployment of wave 1 rolls out only once the Rollout of
-// wave 0 is Healthy at its new revision.
+// TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy: with the real
+// Argo Rollouts controller, a Deployment of wave 1 rolls out only once the
+// Rollouts of wave 0 — one with its own template, one taking it from a
+// Deployment (spec.workloadRef) — are Healthy at their new revision.
 func TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy(t *testing.T) {
 	startArgoRollouts(t)
 	id := identityWith(t, "courier-argo-waves", argoOverlayRBAC(t))
@@ -656,10 +672,24 @@ func TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy(t *testing.T) {
 	c.WaitLeader(t.Context())
 	createSecret(t, ns, "ca", withAnnotation(keyReload, "true"), withData("crt", "v1"))
 	spec := rolloutSpec("web", podTemplate("web", podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil)))
-	spec["minReadySeconds"] = int64(4)
+	spec["minReadySeconds"] = int64(1)
 	createRollout(t, ns, "web", map[string]string{keyReload: "true"}, spec) // wave 0
+	// Wave 0 too: a Rollout taking its template from a Deployment kept at
+	// 0 replicas (courier's rollout changes the Deployment, not the Rollout).
+	createDeployment(t, ns, "base", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil))
+	if _, err := admin().AppsV1().Deployments(ns).Patch(t.Context(), "base", "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createRollout(t, ns, "ref", map[string]string{keyReload: "true"}, map[string]any{
+		"replicas": int64(1), "minReadySeconds": int64(8), // slower than web: api must wait for it, not for web alone
+		"selector":    map[string]any{"matchLabels": map[string]any{"app": "base"}},
+		"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "base"},
+		"strategy":    map[string]any{"canary": map[string]any{}},
+	})
 	rolloutAt(t, ns, "web", "1", 1)
+	rolloutAt(t, ns, "ref", "1", 1)
 	customBaselined(t, rollouts, ns, "web")
+	customBaselined(t, rollouts, ns, "ref")
 	waveDeployment(t, ns, "api", "1", nil)
 
 	updateSecret(t, ns, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("v2") })
@@ -668,12 +698,14 @@ func TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy(t *testing.T) {
 		if err != nil || api.hash == "" {
 			return false, err
 		}
-		web, _, err := rolloutStateOf(ctx, t, ns, "web")
-		if err != nil {
-			return false, err
-		}
-		if web.revision != "2" || !web.completed {
-			t.Fatalf("api rolled out while Rollout web was at revision %s, completed %v", web.revision, web.completed)
+		for _, name := range []string{"web", "ref"} {
+			r, _, err := rolloutStateOf(ctx, t, ns, name)
+			if err != nil {
+				return false, err
+			}
+			if r.revision != "2" || !r.completed {
+				t.Fatalf("api rolled out while Rollout %s was at revision %s, completed %v", name, r.revision, r.completed)
+			}
 		}
 		return true, nil
 	})

@@ -152,7 +152,7 @@ func (c *Controller) haltedInputs(halts []string, msg string) {
 // template's hash (with the new baseline), or for a Job, its recreation.
 func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 	k, w := f.key, f.w
-	if ok, _ := c.budget.room(k, f.wave, f.seen, w.GetAnnotations()[wellknown.ConfigInputs], true); !ok {
+	if ok := c.budget.room(k, f.wave, f.seen, w.GetAnnotations()[wellknown.ConfigInputs], true); !ok {
 		return nil // another rollout took the last slot since gather: this one waits its turn
 	}
 	if err := c.limiter.Wait(ctx); err != nil {

@@ -46,20 +46,20 @@ func newBudget(max int, reg prometheus.Registerer) *budget {
 	return b
 }
 
-// inFlight reports whether the cached workload obj of kind is a rollout
-// courier started that is not healthy yet.
-func inFlight(kind string, obj any) bool {
+// inFlight reports whether the cached workload obj of kind k.Kind is a
+// rollout courier started that is not healthy yet.
+func (c *Controller) inFlight(k key, obj any) bool {
 	m, ok := obj.(metav1.Object)
-	if !ok || !workload.Waits(kind) {
+	if !ok || !workload.Waits(k.Kind) {
 		return false
 	}
 	_, rolled := m.GetAnnotations()[wellknown.ReloadedAt]
-	return rolled && workload.HealthOf(obj) != workload.Healthy
+	return rolled && c.healthOf(obj) != workload.Healthy
 }
 
-// observe takes in the cached workload k (obj; nil: gone) and returns the
-// waiting rollouts a slot is now free for.
-func (b *budget) observe(k key, obj any) []queued {
+// observe takes in the cached workload k (obj; nil: gone), in flight or
+// not, and returns the waiting rollouts a slot is now free for.
+func (b *budget) observe(k key, obj any, flying bool) []queued {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if obj == nil {
@@ -70,7 +70,7 @@ func (b *budget) observe(k key, obj any) []queued {
 		if was, ok := b.taken[k]; ok && obj.(metav1.Object).GetAnnotations()[wellknown.ConfigInputs] != was {
 			delete(b.taken, k) // the cache shows the rollout: fly says the rest
 		}
-		if inFlight(k.Kind, obj) {
+		if flying {
 			b.fly[k] = true
 		} else {
 			delete(b.fly, k)
@@ -128,17 +128,16 @@ func (b *budget) ordered() []key {
 // already (its earlier rollout is not healthy yet), or a slot is free that
 // no rollout waiting before it is owed. With take, it also takes the slot
 // (recorded against record, the workload's courier.dev/config-inputs now),
-// or joins the queue (seen: when its change was first seen). It returns the
-// rollouts in flight.
-func (b *budget) room(k key, wave int, seen time.Time, record string, take bool) (bool, int) {
+// or joins the queue (seen: when its change was first seen).
+func (b *budget) room(k key, wave int, seen time.Time, record string, take bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.count()
 	if b.max == 0 || !workload.Waits(k.Kind) {
-		return true, n
+		return true
 	}
 	if _, held := b.taken[k]; held || b.fly[k] {
-		return true, n
+		return true
 	}
 	q := queuedFor{wave: max(wave, 0), seen: seen}
 	before := 0
@@ -157,7 +156,7 @@ func (b *budget) room(k key, wave int, seen time.Time, record string, take bool)
 			b.queue[k] = q
 		}
 	}
-	return ok, n
+	return ok
 }
 
 // wait queues rollout k (of wave; its change first seen at seen) for a
@@ -188,6 +187,39 @@ func (b *budget) leave(k key) {
 	delete(b.queue, k)
 }
 
+// forgetKind drops every entry of workloads of kind, and returns their keys.
+func (b *budget) forgetKind(kind string) []key {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []key
+	for k := range b.fly {
+		if k.Kind == kind {
+			out = append(out, k)
+			delete(b.fly, k)
+		}
+	}
+	for k := range b.taken {
+		if k.Kind == kind {
+			out = append(out, k)
+			delete(b.taken, k)
+		}
+	}
+	for k := range b.queue {
+		if k.Kind == kind {
+			delete(b.queue, k)
+		}
+	}
+	b.gauge.Set(float64(b.count()))
+	return out
+}
+
+// next0 is next, taking the lock.
+func (b *budget) next0() []queued {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.next()
+}
+
 // reset: the term ended; reservations are the leader's alone.
 func (b *budget) reset() {
 	b.mu.Lock()
@@ -211,9 +243,29 @@ func (c *Controller) observeBudget(obj any, gone bool) {
 		return
 	}
 	if gone {
-		obj = nil
+		c.letGo(c.budget.observe(k, nil, false))
+		return
 	}
-	c.letGo(c.budget.observe(k, obj))
+	c.letGo(c.budget.observe(k, obj, c.inFlight(k, obj)))
+	// A Rollout taking its template from this Deployment is in flight by
+	// what the Deployment holds too.
+	for _, r := range c.referencing(k) {
+		if info, ok := c.kind(r.Kind); ok {
+			if ro, ok, _ := info.indexer.GetByKey(r.Namespace + "/" + r.Name); ok {
+				c.letGo(c.budget.observe(r, ro, c.inFlight(r, ro)))
+			}
+		}
+	}
+}
+
+// forgetKind: the custom kind is no longer reloaded; its workloads wait
+// for nothing and hold no slot, and those waiting for them look again.
+func (c *Controller) forgetKind(kind string) {
+	for _, k := range c.budget.forgetKind(kind) {
+		c.wake(k)
+	}
+	c.letGo(c.budget.next0())
+	c.waiting.forgetKind(kind)
 }
 
 // budgetGate is the policy of --reload-max-in-flight: a rollout waits while
@@ -225,6 +277,6 @@ func budgetGate(f *facts, d *decision) (verdict, bool) {
 	}
 	return verdict{d: d, do: doKeepPending, hold: &hold{slot: true}, skip: skipBudget,
 		event: wellknown.ReasonReloadWaiting, eventType: corev1.EventTypeNormal, message: fmt.Sprintf(
-			"%s changed: this workload waits for a rollout slot: %d rollouts courier started are not healthy yet (--reload-max-in-flight=%d); the waiting ones roll out in order (wave, then namespace/name) as those become healthy",
-			strings.Join(d.changed, ", "), f.inFlight, f.maxInFlight)}, true
+			"%s changed: this workload waits for a rollout slot: --reload-max-in-flight=%d rollouts courier started are not healthy yet (courier_reload_in_flight); the waiting ones roll out in order (wave, then namespace/name) as those become healthy",
+			strings.Join(d.changed, ", "), f.maxInFlight)}, true
 }

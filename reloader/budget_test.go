@@ -29,6 +29,11 @@ func TestBudgetKeepsAtMostMaxInFlightAndLetsTheRestGoInOrder(t *testing.T) {
 		}
 		return &workload.Object{Meta: objmeta.From(&metav1.ObjectMeta{Annotations: a}, true), Health: h}
 	}
+	// observe: the cache shows workload ns/app rolled out by courier,
+	// recorded as record, with health h.
+	observe := func(ns, record string, h workload.Health) []queued {
+		return b.observe(k(ns), cached(true, record, h), h != workload.Healthy)
+	}
 	seen := time.Now()
 	names := func(qs []queued) []string {
 		var out []string
@@ -38,7 +43,7 @@ func TestBudgetKeepsAtMostMaxInFlightAndLetsTheRestGoInOrder(t *testing.T) {
 		return out
 	}
 	take := func(ns string, wave int) bool {
-		ok, _ := b.room(k(ns), wave, seen, "old", true)
+		ok := b.room(k(ns), wave, seen, "old", true)
 		return ok
 	}
 	if !take("a", 0) || !take("b", 0) {
@@ -53,11 +58,11 @@ func TestBudgetKeepsAtMostMaxInFlightAndLetsTheRestGoInOrder(t *testing.T) {
 		t.Errorf("in flight %v, want 2", n)
 	}
 	// The cache shows a's rollout, not yet healthy: still two.
-	if got := b.observe(k("a"), cached(true, "new", workload.Progressing)); got != nil {
+	if got := observe("a", "new", workload.Progressing); got != nil {
 		t.Errorf("a slot freed by a rollout in progress: %v", names(got))
 	}
 	// a healthy: the first in order (wave 0: d, e; wave 1: c) goes.
-	if diff := cmp.Diff([]string{"d"}, names(b.observe(k("a"), cached(true, "new", workload.Healthy)))); diff != "" {
+	if diff := cmp.Diff([]string{"d"}, names(observe("a", "new", workload.Healthy))); diff != "" {
 		t.Errorf("let go (-want +got):\n%s", diff)
 	}
 	if take("e", 0) {
@@ -71,16 +76,16 @@ func TestBudgetKeepsAtMostMaxInFlightAndLetsTheRestGoInOrder(t *testing.T) {
 		t.Errorf("after a failed write (-want +got):\n%s", diff)
 	}
 	// d's workload deleted: two slots free, for e (still waiting) and c.
-	if diff := cmp.Diff([]string{"e", "c"}, names(b.observe(k("d"), nil))); diff != "" {
+	if diff := cmp.Diff([]string{"e", "c"}, names(b.observe(k("d"), nil, false))); diff != "" {
 		t.Errorf("after a deletion (-want +got):\n%s", diff)
 	}
 	// A rollout whose earlier one is still in flight holds its slot already.
-	b.observe(k("x"), cached(true, "x", workload.Progressing))
-	if ok, _ := b.room(k("x"), 0, seen, "x", false); !ok {
+	observe("x", "x", workload.Progressing)
+	if ok := b.room(k("x"), 0, seen, "x", false); !ok {
 		t.Error("a workload in flight was refused a slot it holds")
 	}
 	// Kinds no wave waits for take no slot.
-	if ok, _ := b.room(key{Kind: workload.Job, Namespace: "j", Name: "j"}, 0, seen, "", true); !ok {
+	if ok := b.room(key{Kind: workload.Job, Namespace: "j", Name: "j"}, 0, seen, "", true); !ok {
 		t.Error("a Job waited for a slot")
 	}
 	b.reset()

@@ -341,9 +341,14 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 	}
 	c.observeBudget(newObj, false)
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
-	if k, ok := workloadKey(newObj); ok && (workload.HealthOf(oldObj) != workload.HealthOf(newObj) ||
+	if k, ok := workloadKey(newObj); ok && (workload.HealthOf(oldObj) != workload.HealthOf(newObj) || om.GetGeneration() != nm.GetGeneration() ||
 		a[wellknown.ConfigInputs] != b[wellknown.ConfigInputs] || a[wellknown.ReloadWave] != b[wellknown.ReloadWave]) {
-		c.wake(k) // a workload of an earlier wave moved on: those waiting for it look again
+		// A workload of an earlier wave moved on (or, for a Deployment,
+		// the Rollouts taking its template): those waiting look again.
+		c.wake(k)
+		for _, r := range c.referencing(k) {
+			c.wake(r)
+		}
 	}
 	if equality.Semantic.DeepEqual(workload.Inputs(oldObj), workload.Inputs(newObj)) && workload.RefOf(oldObj) == workload.RefOf(newObj) &&
 		a[wellknown.Reload] == b[wellknown.Reload] && a[wellknown.ReloadOn] == b[wellknown.ReloadOn] && a[wellknown.ConfigInputs] == b[wellknown.ConfigInputs] &&

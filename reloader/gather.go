@@ -87,15 +87,18 @@ func (c *Controller) gather(ctx context.Context, k key, seen time.Time, waves bo
 	if !waves {
 		return f, nil
 	}
+	if f.wave <= 0 && c.budget.max == 0 {
+		return f, nil // nothing to wait for: no need to compare twice
+	}
 	if d := comparison(f); d.action == rollOut {
 		if f.wave > 0 {
-			f.waveTimeout, f.waitingSince = c.opts.WaveTimeout, c.waiting.since(k, f.now)
+			f.waveTimeout, f.waitingSince = c.opts.WaveTimeout, c.waiting.since(k, targetOf(verdict{d: &d}), f.now)
 			if err := c.gatherWaves(ctx, f, d.changed); err != nil {
 				return nil, err
 			}
 		}
 		if f.maxInFlight = c.budget.max; f.maxInFlight > 0 {
-			f.slot, f.inFlight = c.budget.room(k, f.wave, f.seen, "", false)
+			f.slot = c.budget.room(k, f.wave, f.seen, "", false)
 		}
 	}
 	return f, nil

@@ -91,10 +91,10 @@ type facts struct {
 	waveTimeout  time.Duration
 	waitingSince time.Time // when this process first held it for a wave (now: not yet)
 
-	// The budget (budget.go): --reload-max-in-flight (0: none), whether
-	// a slot is there for this rollout, and how many are in flight.
-	maxInFlight, inFlight int
-	slot                  bool
+	// The budget (budget.go): --reload-max-in-flight (0: none), and
+	// whether a slot is there for this rollout.
+	maxInFlight int
+	slot        bool
 }
 
 // jobState is what a Job's status says of recreating it.

@@ -119,38 +119,48 @@ func TestPolicies(t *testing.T) {
 		{"a later wave waits for an earlier one still to roll out", func(f *facts) {
 			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, pending: true}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			After:   waveRecheck,
 			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, not rolled out yet)"}},
 		{"an earlier wave rolling out: waits, and looks again when the timeout would end", func(f *facts) {
-			f.wave, f.ahead = 2, []ahead{{input: "secret/a", key: db, wave: 1, health: workload.Progressing, since: policyNow.Add(-2 * time.Minute)}}
+			f.wave, f.waitingSince = 2, policyNow.Add(-10*time.Minute)
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 1, health: workload.Progressing, since: policyNow.Add(-9*time.Minute - 50*time.Second)}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
-			After:   8*time.Minute + 100*time.Millisecond,
+			After:   10*time.Second + 100*time.Millisecond,
 			Message: "secret/a changed: this workload (wave 2) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 1, rolling out)"}},
 		{"an earlier wave's rollout failed: halted", func(f *facts) {
 			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Failed, since: policyNow.Add(-time.Minute)}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
 			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: its rollout failed. Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
 		{"an earlier wave not healthy within the timeout of its rollout: halted", func(f *facts) {
-			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-10 * time.Minute)}}
+			f.wave, f.waitingSince = 1, policyNow.Add(-11*time.Minute)
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-10 * time.Minute)}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
 			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: it is not healthy 10m0s after courier rolled it out (--reload-wave-timeout). Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
+		{"a rollout for an earlier change: the timeout runs from when the wait for this one began", func(f *facts) {
+			f.wave, f.waitingSince = 1, policyNow.Add(-9*time.Minute-45*time.Second)
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-30 * 24 * time.Hour)}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			After:   15*time.Second + 100*time.Millisecond,
+			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, rolling out)"}},
 		{"one courier never rolled out: the timeout runs from when the wait began", func(f *facts) {
-			f.wave, f.waitingSince = 1, policyNow.Add(-time.Minute)
+			f.wave, f.waitingSince = 1, policyNow.Add(-9*time.Minute-40*time.Second)
 			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
-			After:   9*time.Minute + 100*time.Millisecond,
+			After:   20*time.Second + 100*time.Millisecond,
 			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, rolling out)"}},
 		{"an earlier wave held back itself: waits, and says so first", func(f *facts) {
 			f.wave, f.ahead = 2, []ahead{{input: "secret/a", key: db, wave: 0, pending: true},
 				{input: "secret/a", key: key{Kind: workload.Deployment, Namespace: "other", Name: "spaced"}, wave: 1, pending: true, heldBy: "minimum interval"}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			After:   waveRecheck,
 			Message: "secret/a changed: this workload (wave 2) rolls out once the earlier waves are healthy on it; waiting for Deployment other/spaced (wave 1, held back: minimum interval), Deployment other/db (wave 0, not rolled out yet)"}},
 		{"an earlier wave ahead on an input that did not change holds nothing", func(f *facts) {
 			f.wave, f.ahead = 1, []ahead{{input: "secret/b", key: db, wave: 0, pending: true}}
 		}, got{Policy: "roll out", Do: doRollOut}},
-		{"no slot under --reload-max-in-flight: waits its turn", func(f *facts) { f.maxInFlight, f.inFlight = 3, 3 },
+		{"no slot under --reload-max-in-flight: waits its turn", func(f *facts) { f.maxInFlight = 3 },
 			got{Policy: "budget", Do: doKeepPending, Skip: skipBudget, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
-				Message: "secret/a changed: this workload waits for a rollout slot: 3 rollouts courier started are not healthy yet (--reload-max-in-flight=3); the waiting ones roll out in order (wave, then namespace/name) as those become healthy"}},
-		{"a slot: rolls out", func(f *facts) { f.maxInFlight, f.inFlight, f.slot = 3, 2, true }, got{Policy: "roll out", Do: doRollOut}},
+				Message: "secret/a changed: this workload waits for a rollout slot: --reload-max-in-flight=3 rollouts courier started are not healthy yet (courier_reload_in_flight); the waiting ones roll out in order (wave, then namespace/name) as those become healthy"}},
+		{"a slot: rolls out", func(f *facts) { f.maxInFlight, f.slot = 3, true }, got{Policy: "roll out", Do: doRollOut}},
 		{"nothing holds it back: one rollout", func(*facts) {}, got{Policy: "roll out", Do: doRollOut}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,7 +201,7 @@ func TestPolicyOrder(t *testing.T) {
 	f.storms["secret/a"] = stormState{in: true, quiet: policyNow.Add(time.Minute)}
 	f.notifyMode, f.interval, f.reloadedAt = true, time.Hour, policyNow.Add(-time.Minute).Format(time.RFC3339)
 	f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: key{Kind: workload.Deployment, Namespace: "ns", Name: "db"}, pending: true}}
-	f.maxInFlight, f.inFlight = 2, 2
+	f.maxInFlight = 2
 	var order []string
 	for _, u := range undo {
 		order = append(order, verdictOf(f).policy)

@@ -92,9 +92,10 @@ func (a ahead) String() string {
 // gatherWaves reads, for a workload whose inputs changed (changed: their
 // IDs), the workloads of earlier waves it waits for.
 func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string) error {
-	seen := map[types.UID]bool{f.w.GetUID(): true}
+	seen := map[string]bool{} // UID and input: one workload may count for one input and not another
+	self := map[types.UID]bool{f.w.GetUID(): true}
 	if f.via != nil {
-		seen[f.via.GetUID()] = true
+		self[f.via.GetUID()] = true
 	}
 	for _, id := range changed {
 		ref := inputs.RefOf(id)
@@ -118,7 +119,7 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 						for _, r := range refs {
 							if info, ok := c.kind(r.Kind); ok {
 								if ro, ok, _ := info.indexer.GetByKey(r.Namespace + "/" + r.Name); ok {
-									if err := c.consider(ctx, f, seen, r, ro, id, in); err != nil {
+									if err := c.consider(ctx, f, seen, self, r, ro, id, in); err != nil {
 										return err
 									}
 								}
@@ -126,7 +127,7 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 						}
 						continue
 					}
-					if err := c.consider(ctx, f, seen, k, o, id, in); err != nil {
+					if err := c.consider(ctx, f, seen, self, k, o, id, in); err != nil {
 						return err
 					}
 				}
@@ -142,12 +143,12 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 // consider adds workload k (cached as obj), a consumer of input (an
 // InputKey; id: the waiting workload's input it stands for), to f.ahead
 // when it is of an earlier wave and not done with the change.
-func (c *Controller) consider(ctx context.Context, f *facts, seen map[types.UID]bool, k key, obj any, id, input string) error {
+func (c *Controller) consider(ctx context.Context, f *facts, seen map[string]bool, self map[types.UID]bool, k key, obj any, id, input string) error {
 	m := obj.(metav1.Object)
-	if seen[m.GetUID()] {
+	if self[m.GetUID()] || seen[string(m.GetUID())+" "+id] {
 		return nil
 	}
-	seen[m.GetUID()] = true
+	seen[string(m.GetUID())+" "+id] = true
 	wave, _ := waveOf(m.GetAnnotations(), c.opts.Compat)
 	if wave == noWave || wave >= f.wave {
 		return nil
@@ -171,7 +172,7 @@ func (c *Controller) consider(ctx context.Context, f *facts, seen map[types.UID]
 // notify only, another installation's, its template reloaded through an
 // Argo Rollout.
 func (c *Controller) progress(ctx context.Context, k key, obj any, input string) (ahead, bool, error) {
-	a := ahead{key: k, health: workload.HealthOf(obj)}
+	a := ahead{key: k, health: c.healthOf(obj)}
 	if at, err := time.Parse(time.RFC3339, obj.(metav1.Object).GetAnnotations()[wellknown.ReloadedAt]); err == nil {
 		a.since = at
 	}
@@ -209,6 +210,28 @@ func optsIn(optional map[string]bool, namespace, input string) bool {
 	return false
 }
 
+// healthOf is what the cached workload obj's status says of its latest pod
+// template; for an Argo Rollout taking its template from a Deployment
+// (spec.workloadRef), also whether its controller has rolled out that
+// Deployment's latest generation: courier's rollout of it changes the
+// Deployment, not the Rollout, which reads Healthy until Argo catches up.
+func (c *Controller) healthOf(obj any) workload.Health {
+	h := workload.HealthOf(obj)
+	o, ok := obj.(*workload.Object)
+	if h != workload.Healthy || !ok || o.WorkloadRef == "" {
+		return h
+	}
+	deployments, _ := c.kind(workload.Deployment)
+	d, ok, err := deployments.indexer.GetByKey(o.GetNamespace() + "/" + o.WorkloadRef)
+	if err != nil || !ok {
+		return workload.Progressing // not known: not healthy
+	}
+	if g := d.(metav1.Object).GetGeneration(); o.WorkloadGeneration != g {
+		return workload.Progressing
+	}
+	return h
+}
+
 // family is the input kind namespace/name and every object holding the same
 // content by replication, as InputKeys: its source and the source's
 // replicas, or its own replicas.
@@ -244,8 +267,10 @@ func (c *Controller) family(kind, namespace, name string) []string {
 // within --reload-wave-timeout of its rollout, halts the change here.
 func waveGate(f *facts, d *decision) (verdict, bool) {
 	var ahead []ahead
+	held := map[key]bool{}
 	for _, a := range f.ahead {
-		if slices.Contains(d.changed, a.input) {
+		if slices.Contains(d.changed, a.input) && !held[a.key] {
+			held[a.key] = true
 			ahead = append(ahead, a)
 		}
 	}
@@ -257,9 +282,12 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 	for _, a := range ahead {
 		v.hold.on = append(v.hold.on, a.key)
 		v.hold.heldBack = v.hold.heldBack || a.heldBy != ""
-		since := a.since
-		if since.IsZero() {
-			since = f.waitingSince // courier never rolled it out: from when this one began to wait
+		// From its rollout for this change, or, when that is older (a
+		// rollout for an earlier change; none), from when this one began
+		// to wait for this change.
+		since := f.waitingSince
+		if a.since.After(since) {
+			since = a.since
 		}
 		deadline := since.Add(f.waveTimeout)
 		switch {
@@ -286,11 +314,19 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 	v.skip, v.event, v.eventType = skipWave, wellknown.ReasonReloadWaiting, corev1.EventTypeNormal
 	v.message = fmt.Sprintf("%s changed: this workload (wave %d) rolls out once the earlier waves are healthy on it; waiting for %s",
 		changed, f.wave, listed(ahead))
-	if !next.IsZero() {
-		v.after = next.Sub(f.now) + 100*time.Millisecond // then the wave is halted, unless it was woken before
+	// Woken when a workload it waits for moves (wake); looked at again
+	// when the timeout would end (then halted), and at least every
+	// waveRecheck, should a move have come between its read and its wait.
+	v.after = waveRecheck
+	if !next.IsZero() && next.Sub(f.now)+100*time.Millisecond < v.after {
+		v.after = next.Sub(f.now) + 100*time.Millisecond
 	}
 	return v, true
 }
+
+// waveRecheck is the longest a workload waits for a wave without looking
+// again (a read of the cache, no API call).
+const waveRecheck = 30 * time.Second
 
 // listed names up to three workloads a wave waits for, those held back
 // first (they hold it longest), and how many more.
@@ -335,14 +371,19 @@ type halt struct {
 	by    ahead
 }
 
-// waiting is the workloads held by a wave in this process: whom to wake
-// when a workload they wait for moves on (a rollout recorded, its health
-// changed, gone), and what each was last told, so a wait or a halt is
-// told once, not at each status update of the workloads it waits for.
-// Entries live while the workload waits, and at most one term.
+// waiting is the workloads held by a wave (or the budget) in this process:
+// whom to wake when a workload they wait for moves on (a rollout recorded,
+// its health changed, gone), and what each was last told, so a wait or a
+// halt is told once, not at each status update of the workloads it waits
+// for. Entries live while the workload waits, and at most one term; the
+// gauges and the index by the workloads waited for are kept as entries
+// change, so nothing here walks every waiting workload.
 type waiting struct {
 	mu      sync.Mutex
 	m       map[key]waitEntry
+	by      map[key]map[key]bool // waited for → waiting
+	halts   map[string]int       // halted input (InputKey) → workloads held on it
+	waves   int                  // entries waiting for a wave, not a slot
 	halted  prometheus.Gauge
 	waiters prometheus.Gauge
 }
@@ -352,43 +393,53 @@ type waitEntry struct {
 	halts  []string  // the halted inputs, as InputKeys
 	slot   bool      // waits for the budget, not a wave
 	seen   time.Time // when the change was first seen (zero: not known)
-	since  time.Time // when it began to wait
+	target string    // the content it waits to roll out (its new baseline)
+	since  time.Time // when it began to wait for target
 	told   string
-	inputs map[string]bool // halted inputs already told of (an Event on each)
+	inputs map[string]bool // halted inputs already told of (an Event on each), for target
 }
 
 func newWaiting(reg prometheus.Registerer) *waiting {
 	w := &waiting{
-		m: map[key]waitEntry{},
 		halted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "courier_reload_halted_changes",
 			Help: "Changes of inputs whose rollout is halted: a workload of an earlier wave failed or was not healthy within --reload-wave-timeout (counted by input)."}),
 		waiters: prometheus.NewGauge(prometheus.GaugeOpts{Name: "courier_reload_wave_waiting",
 			Help: "Workloads whose rollout waits for an earlier wave (courier.dev/reload-wave), halted ones included."}),
 	}
+	w.clear()
 	reg.MustRegister(w.halted, w.waiters)
 	return w
 }
 
-// set records the verdict on workload k: held by a wave (v.hold), or not
-// (the entry goes). It returns whether v's Event is news, and the halted
-// inputs (InputKeys) not told of before.
+// targetOf is what a verdict waits to roll out: its new baseline.
+func targetOf(v verdict) string {
+	if v.d == nil {
+		return ""
+	}
+	return fmt.Sprint(v.d.baseline) // a map prints in key order
+}
+
+// set records the verdict on workload k: held (v.hold), or not (the entry
+// goes). It returns whether v's Event is news, and the halted inputs
+// (InputKeys) not told of before for this change.
 func (w *waiting) set(k key, seen, now time.Time, v verdict) (news bool, newHalts []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer w.count()
+	old, had := w.m[k]
+	if had {
+		w.unlink(k, old)
+	}
 	if v.hold == nil {
 		delete(w.m, k)
+		w.gauges()
 		return true, nil
 	}
-	e, ok := w.m[k]
-	if !ok {
-		e.since = now
+	e := old
+	if target := targetOf(v); !had || e.target != target {
+		e.target, e.since, e.inputs, e.told = target, now, map[string]bool{}, "" // a new change: its own clock and news
 	}
-	if !ok || !seen.IsZero() {
+	if !had || !seen.IsZero() {
 		e.seen = seen
-	}
-	if e.inputs == nil {
-		e.inputs = map[string]bool{}
 	}
 	e.on, e.halts, e.slot = v.hold.on, nil, v.hold.slot
 	for _, h := range v.hold.halts {
@@ -399,28 +450,54 @@ func (w *waiting) set(k key, seen, now time.Time, v verdict) (news bool, newHalt
 			newHalts = append(newHalts, ik)
 		}
 	}
+	if len(e.halts) == 0 {
+		e.inputs = map[string]bool{} // no longer halted: a halt again is news
+	}
 	news = e.told != v.message
 	e.told = v.message
 	w.m[k] = e
+	w.link(k, e)
+	w.gauges()
 	return news, newHalts
 }
 
-// count sets the gauges; w.mu is held.
-func (w *waiting) count() {
-	halted := map[string]bool{}
-	for _, e := range w.m {
-		for _, ik := range e.halts {
-			halted[ik] = true
+// link and unlink keep the index and counts of entry e of k; w.mu is held.
+func (w *waiting) link(k key, e waitEntry) {
+	for _, o := range e.on {
+		if w.by[o] == nil {
+			w.by[o] = map[key]bool{}
+		}
+		w.by[o][k] = true
+	}
+	for _, ik := range e.halts {
+		w.halts[ik]++
+	}
+	if !e.slot {
+		w.waves++
+	}
+}
+
+func (w *waiting) unlink(k key, e waitEntry) {
+	for _, o := range e.on {
+		delete(w.by[o], k)
+		if len(w.by[o]) == 0 {
+			delete(w.by, o)
 		}
 	}
-	waiters := 0
-	for _, e := range w.m {
-		if !e.slot {
-			waiters++
+	for _, ik := range e.halts {
+		if w.halts[ik]--; w.halts[ik] <= 0 {
+			delete(w.halts, ik)
 		}
 	}
-	w.halted.Set(float64(len(halted)))
-	w.waiters.Set(float64(waiters))
+	if !e.slot {
+		w.waves--
+	}
+}
+
+// gauges sets the gauges; w.mu is held.
+func (w *waiting) gauges() {
+	w.halted.Set(float64(len(w.halts)))
+	w.waiters.Set(float64(w.waves))
 }
 
 // waitingOn is the workloads waiting for k, each with when its change was
@@ -428,31 +505,48 @@ func (w *waiting) count() {
 func (w *waiting) waitingOn(k key) map[key]time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[key]time.Time{}
-	for waiter, e := range w.m {
-		if slices.Contains(e.on, k) {
-			out[waiter] = e.seen
-		}
+	out := make(map[key]time.Time, len(w.by[k]))
+	for waiter := range w.by[k] {
+		out[waiter] = w.m[waiter].seen
 	}
 	return out
 }
 
-// since is when workload k began to wait in this process (now: not yet).
-func (w *waiting) since(k key, now time.Time) time.Time {
+// since is when workload k began to wait in this process for the content
+// target (now: not yet).
+func (w *waiting) since(k key, target string, now time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e, ok := w.m[k]; ok {
+	if e, ok := w.m[k]; ok && e.target == target {
 		return e.since
 	}
 	return now
+}
+
+// forgetKind drops the entries of workloads of kind (no longer reloaded).
+func (w *waiting) forgetKind(kind string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, e := range w.m {
+		if k.Kind == kind {
+			w.unlink(k, e)
+			delete(w.m, k)
+		}
+	}
+	w.gauges()
 }
 
 // reset: the term ended; the next one syncs every workload again.
 func (w *waiting) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.m = map[key]waitEntry{} // a new map: Go maps never shrink
-	w.count()
+	w.clear()
+	w.gauges()
+}
+
+// clear empties w, with new maps (Go maps never shrink); w.mu is held.
+func (w *waiting) clear() {
+	w.m, w.by, w.halts, w.waves = map[key]waitEntry{}, map[key]map[key]bool{}, map[string]int{}, 0
 }
 
 // wake syncs again the workloads waiting for k, which moved on.

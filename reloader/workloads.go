@@ -99,5 +99,6 @@ func (c *Controller) AddKind(ck workload.Custom, inf cache.SharedIndexInformer) 
 	return func() {
 		_ = inf.RemoveEventHandler(reg)
 		forget()
+		c.forgetKind(name)
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,8 +152,11 @@ type Object struct {
 	// Refs is what the pod template consumes (inputs.Of); nil for other kinds,
 	// for a Rollout with spec.workloadRef, and for one courier cannot read.
 	Refs []inputs.Ref
-	// WorkloadRef is the Deployment a Rollout takes its template from.
-	WorkloadRef string
+	// WorkloadRef is the Deployment a Rollout takes its template from, and
+	// WorkloadGeneration the generation of it the Rollout's controller has
+	// rolled out (status.workloadObservedGeneration; 0: none).
+	WorkloadRef        string
+	WorkloadGeneration int64
 	// Hash is courier.dev/config-hash where the kind keeps it.
 	Hash string
 	// TemplateSum fingerprints the pod template as its owner wrote it:
@@ -308,6 +312,9 @@ func ObjectOf(c Custom, u *unstructured.Unstructured) (*Object, error) {
 			return o, fmt.Errorf("%s %s/%s: spec.workloadRef names a %v; courier reloads Rollouts whose template is their own or a Deployment's, so it is not reloaded", c.Name(), o.GetNamespace(), o.GetName(), ref["kind"])
 		}
 		o.WorkloadRef, _ = ref["name"].(string)
+		if g, _, _ := unstructured.NestedString(u.Object, "status", "workloadObservedGeneration"); g != "" {
+			o.WorkloadGeneration, _ = strconv.ParseInt(g, 10, 64)
+		}
 		return o, nil
 	}
 	t, ok, _ := unstructured.NestedMap(u.Object, "spec", "template")

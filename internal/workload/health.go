@@ -78,10 +78,15 @@ func deploymentHealth(d *appsv1.Deployment) Health {
 }
 
 // statefulSetHealth: every replica the update strategy updates is on
-// updateRevision and ready (with a partition, those at or above it).
+// updateRevision and ready (with a partition, those at or above it). Under
+// OnDelete the strategy updates none (pods take the template when someone
+// deletes them): healthy once the controller has seen the template.
 func statefulSetHealth(s *appsv1.StatefulSet) Health {
 	if s.Status.ObservedGeneration < s.Generation {
 		return Progressing
+	}
+	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return Healthy
 	}
 	want := replicas(s.Spec.Replicas)
 	updated := want
@@ -96,17 +101,26 @@ func statefulSetHealth(s *appsv1.StatefulSet) Health {
 }
 
 // daemonSetHealth: every node that should run a pod runs an updated one,
-// available.
+// available (under OnDelete: once the controller has seen the template, as
+// for a StatefulSet).
 func daemonSetHealth(d *appsv1.DaemonSet) Health {
 	s := d.Status
-	if s.ObservedGeneration < d.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled || s.NumberAvailable < s.DesiredNumberScheduled {
+	if s.ObservedGeneration < d.Generation {
+		return Progressing
+	}
+	if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+		return Healthy
+	}
+	if s.UpdatedNumberScheduled < s.DesiredNumberScheduled || s.NumberAvailable < s.DesiredNumberScheduled {
 		return Progressing
 	}
 	return Healthy
 }
 
 // rolloutHealth is an Argo Rollout's status.phase, once its controller has
-// seen its latest generation (status.observedGeneration, a string).
+// seen its latest generation (status.observedGeneration, a string). One
+// with spec.workloadRef must also have rolled out its Deployment's latest
+// generation: the reloader checks WorkloadGeneration against it.
 func rolloutHealth(u *unstructured.Unstructured) Health {
 	observed, _, _ := unstructured.NestedString(u.Object, "status", "observedGeneration")
 	if observed != strconv.FormatInt(u.GetGeneration(), 10) {
