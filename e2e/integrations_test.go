@@ -206,6 +206,25 @@ func rolloutStays(t *testing.T, ns, name, rev string) {
 	})
 }
 
+// createRefRollout creates Deployment base, opted in and kept at 0
+// replicas, with pod spec spec, and Rollout name, opted in, taking its
+// template from it (spec.workloadRef), its pods ready minReady seconds
+// before they count as available.
+func createRefRollout(t *testing.T, ns, name, base string, spec corev1.PodSpec, minReady int64) {
+	t.Helper()
+	createDeployment(t, ns, base, map[string]string{keyReload: "true"}, spec)
+	if _, err := admin().AppsV1().Deployments(ns).Patch(t.Context(), base, "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createRollout(t, ns, name, map[string]string{keyReload: "true"}, map[string]any{
+		"replicas":        int64(1),
+		"minReadySeconds": minReady,
+		"selector":        map[string]any{"matchLabels": map[string]any{"app": base}},
+		"workloadRef":     map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": base},
+		"strategy":        map[string]any{"canary": map[string]any{}},
+	})
+}
+
 func rolloutSpec(name string, template map[string]any) map[string]any {
 	return map[string]any{
 		"replicas": int64(1),
@@ -244,17 +263,7 @@ func TestArgoRolloutsReloadedThroughTheRealController(t *testing.T) {
 		rolloutSpec("web", podTemplate("web", podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))))
 	// workloadRef: the template lives in a Deployment kept at 0 replicas.
 	// Both are opted in: the Rollout alone writes (one revision per change).
-	base := podSpec([]corev1.EnvVar{keyRef("secret", "api", "token")}, nil, nil)
-	createDeployment(t, ns, "base", map[string]string{keyReload: "true"}, base)
-	if _, err := admin().AppsV1().Deployments(ns).Patch(t.Context(), "base", "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createRollout(t, ns, "ref", map[string]string{keyReload: "true"}, map[string]any{
-		"replicas":    int64(1),
-		"selector":    map[string]any{"matchLabels": map[string]any{"app": "base"}},
-		"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "base"},
-		"strategy":    map[string]any{"canary": map[string]any{}},
-	})
+	createRefRollout(t, ns, "ref", "base", podSpec([]corev1.EnvVar{keyRef("secret", "api", "token")}, nil, nil), 0)
 	rolloutAt(t, ns, "web", "1", 1)
 	rolloutAt(t, ns, "ref", "1", 1)
 	customBaselined(t, rollouts, ns, "web")

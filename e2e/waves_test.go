@@ -676,16 +676,8 @@ func TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy(t *testing.T) {
 	createRollout(t, ns, "web", map[string]string{keyReload: "true"}, spec) // wave 0
 	// Wave 0 too: a Rollout taking its template from a Deployment kept at
 	// 0 replicas (courier's rollout changes the Deployment, not the Rollout).
-	createDeployment(t, ns, "base", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil))
-	if _, err := admin().AppsV1().Deployments(ns).Patch(t.Context(), "base", "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createRollout(t, ns, "ref", map[string]string{keyReload: "true"}, map[string]any{
-		"replicas": int64(1), "minReadySeconds": int64(8), // slower than web: api must wait for it, not for web alone
-		"selector":    map[string]any{"matchLabels": map[string]any{"app": "base"}},
-		"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "base"},
-		"strategy":    map[string]any{"canary": map[string]any{}},
-	})
+	// Slower than web: api must wait for it, not for web alone.
+	createRefRollout(t, ns, "ref", "base", podSpec([]corev1.EnvVar{keyRef("secret", "ca", "crt")}, nil, nil), 8)
 	rolloutAt(t, ns, "web", "1", 1)
 	rolloutAt(t, ns, "ref", "1", 1)
 	customBaselined(t, rollouts, ns, "web")
