@@ -342,6 +342,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		inf.Custom.OnKind(rel.AddKind)
 	}
 	inf.OnAvailable(rep.NamespaceAvailable)
+	inf.OnAvailable(rel.NamespaceAvailable)
 	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.NewGauge()}, nil
 }
 

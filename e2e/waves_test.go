@@ -703,3 +703,33 @@ func TestArgoRolloutsOfAnEarlierWaveAreWaitedForUntilHealthy(t *testing.T) {
 	})
 	rolledOutOnce(t, ns, "api", 1, "secret/ca")
 }
+
+// TestAWaveWaitsForAWatchedNamespaceCourierCannotList: absence is evidence
+// only inside courier's view. A namespace-scoped courier may not list in b,
+// one of its --watch-namespaces (no Role there yet), where the source's
+// replica, and workloads of an earlier wave consuming it, may be: a
+// wave-1 workload holds its rollout, and says why; once courier may list
+// in b (nothing consumes the change there), it rolls out.
+func TestAWaveWaitsForAWatchedNamespaceCourierCannotList(t *testing.T) {
+	tid := testID()
+	a := newNamespace(t, "blind-a", map[string]string{"test": tid})
+	b := newNamespace(t, "blind-b", map[string]string{"test": tid})
+	own := newNamespace(t, "courier-blind", nil)
+	sa := "courier-blind-" + tid
+	id := scopedIdentity(t, sa, scopedRules(t), a, own) // none in b
+	c := startCourierAs(t, id, nil, "--namespace="+own, "--watch-namespaces="+a+","+b, "--source-namespaces="+a, "--reload-debounce=200ms")
+	c.WaitLeader(t.Context())
+	createSecret(t, a, "ca", withAnnotation(keyReplicateTo, "test="+tid), withAnnotation(keyReload, "true"), withData("crt", "v1"))
+	waveDeployment(t, a, "api", "1", nil) // consumes the source itself
+
+	updateSecret(t, a, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("v2") })
+	eventually(t, converge, "api told what it waits for", eventWith(a, "api", "ReloadWaiting", "namespace "+b+" (courier cannot list there now"))
+	noRollout(t, a, "api", 1)
+
+	scopedIdentity(t, sa, scopedRules(t), b) // courier may list in b now
+	eventually(t, 30*time.Second, "api rolled out once courier could see b", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, a, "api")
+		return n == 2, err
+	})
+	eventually(t, converge, "the replica in b", secretIn(b, "ca", map[string][]byte{"crt": []byte("v2")}))
+}

@@ -77,8 +77,14 @@ type ahead struct {
 	since time.Time
 }
 
+// blindNamespace is the kind of an ahead that is a watched namespace
+// courier cannot list now (its Name), not a workload.
+const blindNamespace = "Namespace"
+
 func (a ahead) String() string {
 	switch {
+	case a.key.Kind == blindNamespace:
+		return fmt.Sprintf("namespace %s (%s)", a.key.Name, a.heldBy)
 	case a.heldBy != "":
 		return fmt.Sprintf("%s (wave %d, held back: %s)", a.key, a.wave, a.heldBy)
 	case a.pending:
@@ -102,7 +108,16 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 		if ref.Kind != wellknown.KindSecret && ref.Kind != wellknown.KindConfigMap {
 			continue // a CSI class is one namespace's
 		}
-		for _, in := range c.family(ref.Kind, f.key.Namespace, ref.Name) {
+		family, replicated := c.family(ref.Kind, f.key.Namespace, ref.Name)
+		if replicated {
+			// Copies of it may be consumed in a watched namespace courier
+			// cannot list now: what is there is not known, so not done.
+			for _, ns := range c.opts.View.Blind() {
+				f.ahead = append(f.ahead, ahead{input: id, key: key{Kind: blindNamespace, Name: ns}, pending: true,
+					heldBy: "courier cannot list there now (its Role missing, or not listed again yet), so what consumes the change there is not known"})
+			}
+		}
+		for _, in := range family {
 			for kind, info := range c.kindList() {
 				if !workload.Waits(kind) {
 					continue
@@ -234,15 +249,18 @@ func (c *Controller) healthOf(obj any) workload.Health {
 
 // family is the input kind namespace/name and every object holding the same
 // content by replication, as InputKeys: its source and the source's
-// replicas, or its own replicas.
-func (c *Controller) family(kind, namespace, name string) []string {
-	out := []string{informers.InputKey(kind, namespace, name)}
+// replicas, or its own replicas; replicated: it is a replica, or a source
+// (courier.dev/replicate-to), whose copies may lie where courier cannot see.
+func (c *Controller) family(kind, namespace, name string) (out []string, replicated bool) {
+	out = []string{informers.InputKey(kind, namespace, name)}
 	m, ok := c.object(kind, namespace, name).(metav1.Object)
 	if !ok {
-		return out
+		return out, false
 	}
+	_, replicated = objmeta.Annotation(m, wellknown.ReplicateTo)
 	source := namespace + "/" + name
 	if s, _ := objmeta.Annotation(m, wellknown.Source); s != "" {
+		replicated = true
 		source = s
 		if ns, n, err := cache.SplitMetaNamespaceKey(s); err == nil && ns != "" {
 			out = append(out, informers.InputKey(kind, ns, n))
@@ -259,7 +277,7 @@ func (c *Controller) family(kind, namespace, name string) []string {
 			out = append(out, ik)
 		}
 	}
-	return out
+	return out, replicated
 }
 
 // waveGate is the policy of rollout waves: a workload whose change has
@@ -548,6 +566,11 @@ func (w *waiting) reset() {
 func (w *waiting) clear() {
 	w.m, w.by, w.halts, w.waves = map[key]waitEntry{}, map[key]map[key]bool{}, map[string]int{}, 0
 }
+
+// NamespaceAvailable is told of a watched namespace courier's caches speak
+// for again (informers.Set.OnAvailable): the workloads waiting because it
+// could not look there look again.
+func (c *Controller) NamespaceAvailable(ns string) { c.wake(key{Kind: blindNamespace, Name: ns}) }
 
 // wake syncs again the workloads waiting for k, which moved on.
 func (c *Controller) wake(k key) {

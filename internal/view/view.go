@@ -11,6 +11,7 @@
 package view
 
 import (
+	"slices"
 	"context"
 	"fmt"
 
@@ -83,6 +84,19 @@ func New(namespaces []string, selector string, refused func(namespace string) bo
 
 // Scoped reports whether anything can be outside the view.
 func (v View) Scoped() bool { return v.namespaces != nil || v.selector != nil }
+
+// Blind is the watched namespaces courier's caches cannot speak for now
+// (refused, or allowed again and not yet listed), sorted.
+func (v View) Blind() []string {
+	var out []string
+	for ns := range v.namespaces {
+		if v.refused != nil && v.refused(ns) {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Selective reports whether --resource-label-selector is set: a Secret or
 // ConfigMap courier has never seen may exist in a watched namespace.
