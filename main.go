@@ -282,6 +282,10 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 			return nil, err
 		}
 	}
+	// The clusters courier replicates into (courier.dev/replicate-to-clusters).
+	remotes := informers.NewRemotes(cs.kube, o.Namespace, logger)
+	reg.MustRegister(remotes.Gauge())
+	inf.Remotes = remotes
 	queues := metrics.NewQueues(reg)
 	grd, err := guard.New(client, inf.Secrets.Informer(), inf.ConfigMaps.Informer(), inf.Namespaces.Informer(), recorder, reg, logger, guard.Options{
 		SourceNamespaces: o.SourceNamespaces,
@@ -306,6 +310,8 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		ScopeLabels:       scopeLabels,
 		View:              v,
 		Finder:            finder,
+		Clusters:          remotes,
+		ClusterName:       clusterName(o),
 	})
 	if err != nil {
 		return nil, err
@@ -344,6 +350,15 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	inf.OnAvailable(rep.NamespaceAvailable)
 	inf.OnAvailable(rel.NamespaceAvailable)
 	return &daemon{inf: inf, controllers: []controller{rep, grd, rel}, notifier: notifier, isLeader: leader.NewGauge()}, nil
+}
+
+// clusterName is this cluster's name on the replicas courier writes into
+// other clusters: --cluster-name, else "hub".
+func clusterName(o config.Options) string {
+	if o.ClusterName != "" {
+		return o.ClusterName
+	}
+	return "hub"
 }
 
 // preview is the reloader's decision for courier status (status.Preview):

@@ -64,6 +64,9 @@ type Set struct {
 	ProviderStatuses cache.SharedIndexInformer
 	// Reach is which watched namespaces courier may list in now.
 	Reach *Reach
+	// Remotes, if set, are the clusters courier replicates into; they
+	// start and stop with the rest (their own readiness holds nothing up).
+	Remotes *Remotes
 	// parts are the informers WaitForSync waits for, by namespace.
 	parts   map[string][]cache.SharedIndexInformer
 	running sync.WaitGroup
@@ -185,7 +188,7 @@ func typed[L runtime.Object](f informers.SharedInformerFactory, r *Reach, ns str
 	return f.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 		var rc resourceClient[L] = of(c)
 		if ns != metav1.NamespaceAll {
-			rc = reporting[L]{c: rc, r: r, ns: ns, what: fmt.Sprintf("%T", obj)}
+			rc = reporting[L]{c: rc, report: r.reportingTo(ns, fmt.Sprintf("%T", obj))}
 		}
 		// No namespace index: nothing reads one, and it costs every cached
 		// object an entry (about 50 bytes). A new map each time: an informer
@@ -237,6 +240,9 @@ func (s *Set) Start(ctx context.Context) {
 	}
 	if s.Custom != nil {
 		s.Custom.Start(ctx)
+	}
+	if s.Remotes != nil {
+		s.Remotes.Start(ctx)
 	}
 	if s.ProviderStatuses != nil {
 		s.running.Add(1)

@@ -105,23 +105,27 @@ func (r *Reach) result(ns, what string, err error) {
 	}
 }
 
-// reporting is c, telling r whether the API server serves what in
-// namespace ns. A refusal counts at once; being served counts only once
-// the cache holds what the API server sent, so a namespace allowed again
-// is not taken for in view (package view) while its cache is still the one
-// from before the refusal: a plain list counts when the reflector watches
-// after it (it has replaced its store by then), a list streamed as a watch
+// reporting is c, telling report whether the API server serves it: a
+// refusal or failure counts at once; being served counts only once the
+// cache holds what the API server sent, so a namespace allowed again is not
+// taken for in view (package view) while its cache is still the one from
+// before the refusal: a plain list counts when the reflector watches after
+// it (it has replaced its store by then), a list streamed as a watch
 // (WatchList) at the bookmark that ends its initial events.
 type reporting[L runtime.Object] struct {
-	c        resourceClient[L]
-	r        *Reach
-	ns, what string
+	c      resourceClient[L]
+	report func(error)
+}
+
+// reportingTo is report for what in namespace ns, told to r.
+func (r *Reach) reportingTo(ns, what string) func(error) {
+	return func(err error) { r.result(ns, what, err) }
 }
 
 func (p reporting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
 	l, err := p.c.List(ctx, o)
 	if err != nil {
-		p.r.result(p.ns, p.what, err)
+		p.report(err)
 	}
 	return l, err
 }
@@ -129,13 +133,13 @@ func (p reporting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error)
 func (p reporting[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	w, err := p.c.Watch(ctx, o)
 	if err != nil || o.SendInitialEvents == nil || !*o.SendInitialEvents {
-		p.r.result(p.ns, p.what, err)
+		p.report(err)
 		return w, err
 	}
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		if e.Type == watch.Bookmark {
 			if m, ok := e.Object.(metav1.Object); ok && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-				p.r.result(p.ns, p.what, nil)
+				p.report(nil)
 			}
 		}
 		return e, true

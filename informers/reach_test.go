@@ -40,7 +40,7 @@ func TestANamespaceIsServedAgainOnlyOnceItsCacheIsRefilled(t *testing.T) {
 	var told []string
 	r.served = func(ns string) { told = append(told, ns) }
 	a := &answers{err: apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", nil)}
-	p := reporting[*corev1.SecretList]{c: a, r: r, ns: "a", what: "secrets"}
+	p := reporting[*corev1.SecretList]{c: a, report: r.reportingTo("a", "secrets")}
 	ctx := t.Context()
 
 	_, _ = p.List(ctx, metav1.ListOptions{})

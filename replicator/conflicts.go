@@ -47,7 +47,7 @@ func (c *Controller) conflict(k key, src *item, reason string) {
 		time.AfterFunc(conflictWindow, func() { c.flushConflicts(sk) })
 	}
 	b.src = src
-	b.reasons[k.Target] = reason
+	b.reasons[k.where()] = reason
 }
 
 func (c *Controller) flushConflicts(sk key) {

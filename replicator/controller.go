@@ -60,6 +60,12 @@ type Options struct {
 	View view.View
 	// Finder reads by name what the view cannot judge from the cache.
 	Finder view.Finder
+	// Clusters, if set, are the clusters courier replicates into
+	// (courier.dev/replicate-to-clusters; remote.go).
+	Clusters *informers.Remotes
+	// ClusterName is this cluster's name on the replicas courier writes
+	// into other clusters (courier.dev/source-cluster).
+	ClusterName string
 }
 
 // Guard is what the replicator asks the guard (package guard).
@@ -153,6 +159,11 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		told:      map[types.UID]string{},
 		relabeled: map[string]relabel{},
 	}
+	if o.Clusters != nil {
+		// Not waited for: a cluster Secret listed later is told as it comes
+		// (ClusterChanged), and none holds up this cluster's replicas.
+		o.Clusters.Handle(c)
+	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: secrets, kindConfigMap: configMaps} {
 		if _, err := inf.AddEventHandler(c.contentHandler(kind)); err != nil {
 			return nil, fmt.Errorf("replicator: %s handler: %w", kind, err)
@@ -210,9 +221,13 @@ func (c *Controller) resync() {
 			}
 		}
 	}
+	c.resyncClusters()
 }
 
 func (c *Controller) sync(ctx context.Context, k key) error {
+	if k.Kind == "" {
+		return c.syncCluster(k)
+	}
 	if k.Pull {
 		return c.syncPull(ctx, k)
 	}
@@ -485,7 +500,7 @@ func (c *Controller) onNamespaceDelete(obj any) {
 
 // sourceKeys are the annotations whose change can change a source's replicas.
 var sourceKeys = []string{
-	wellknown.ReplicateTo, wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations,
+	wellknown.ReplicateTo, wellknown.ReplicateToClusters, wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations,
 	source.MittwaldReplicateTo, source.MittwaldReplicateToMatching, source.MittwaldAllowed, source.MittwaldAllowedNamespaces,
 	source.ReflectorAllowed, source.ReflectorAllowedNamespaces, source.ReflectorAutoEnabled, source.ReflectorAutoNamespaces,
 	source.ReflectorAllowedSelector, source.ReflectorAutoSelector,

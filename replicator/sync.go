@@ -11,10 +11,12 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/clusters"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/objmeta"
@@ -32,6 +34,10 @@ type key struct {
 	Namespace string // the source's
 	Name      string
 	Target    string
+	// Cluster is the cluster Target is in: "" for this one, else the name
+	// of a cluster courier replicates into (remote.go). With Kind and
+	// Target empty, the key is that cluster itself (syncCluster).
+	Cluster string
 	// Pull: the object Namespace/Name pulls from a source (see syncPull).
 	Pull bool
 }
@@ -41,10 +47,31 @@ func (k key) String() string {
 	if k.Pull {
 		return k.Kind + " " + k.sourceRef() + " (pull)"
 	}
+	if k.Kind == "" {
+		return "cluster " + k.Cluster
+	}
 	if k.Target == "" {
 		return k.Kind + " " + k.sourceRef()
 	}
-	return k.Kind + " " + k.sourceRef() + " → " + k.Target
+	return k.Kind + " " + k.sourceRef() + " → " + k.where()
+}
+
+// where names the pair's target namespace: "team-a", or "team-a in
+// cluster prod-eu" for another cluster's.
+func (k key) where() string {
+	if k.Cluster == "" {
+		return k.Target
+	}
+	return k.Target + " in cluster " + k.Cluster
+}
+
+// replicaRef names the pair's replica for the guard's budget:
+// "namespace/name", and "cluster:namespace/name" in another cluster.
+func (k key) replicaRef() string {
+	if k.Cluster == "" {
+		return k.Target + "/" + k.Name
+	}
+	return k.Cluster + ":" + k.Target + "/" + k.Name
 }
 
 // olderFirst orders sources oldest first (creation time, then namespace).
@@ -71,6 +98,10 @@ type facts struct {
 	targetsErr error
 	spec       source.Spec
 	specErr    error
+	// clusters is what courier.dev/replicate-to-clusters selects (nil:
+	// none), with its error (ok only).
+	clusters    labels.Selector
+	clustersErr error
 }
 
 // invalid reports whether the source's selector, or another of its
@@ -95,13 +126,19 @@ func (c *Controller) factsOf(src *item) *facts {
 		a := src.meta.GetAnnotations()
 		f.targets, f.targetsErr = source.TargetsOf(a, c.opts.Compat)
 		f.spec, f.specErr = source.Parse(a)
+		f.clusters, f.clustersErr = clusters.Selector(a)
+		if f.clusters != nil && f.targetsErr == nil && !f.targets.Native() {
+			f.clustersErr = fmt.Errorf("%s needs %s: replicas made through another tool's annotations (%s) stay in this cluster. Replace it with %s to replicate across clusters",
+				wellknown.ReplicateToClusters, wellknown.ReplicateTo, f.targets.Via, wellknown.ReplicateTo)
+		}
 	}
 	src.facts = f
 	return f
 }
 
-// decide is what the pair (src, ns) needs. src or ns may be nil (gone).
-func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
+// decide is what the pair (src, ns) needs, ns being a namespace of cluster
+// in (nil: this cluster). src or ns may be nil (gone).
+func (c *Controller) decide(src *item, ns *corev1.Namespace, in *informers.Remote) decision {
 	if ns == nil || namespaces.Terminating(ns) {
 		return leave
 	}
@@ -112,33 +149,47 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace) decision {
 	if !f.ok {
 		return remove
 	}
-	if f.invalid() {
+	if f.invalid() || in != nil && f.clustersErr != nil {
 		return leave // existing replicas stay until the annotation is fixed
 	}
-	if replica.Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && f.targets.Matches(ns) {
+	if in == nil && replica.Eligible(ns, src.meta.GetNamespace(), c.opts.ExcludeNamespaces) && f.targets.Matches(ns) {
+		return ensure
+	}
+	// In another cluster, a namespace named like the source's is another
+	// namespace: it may receive the replica.
+	if in != nil && f.clusters != nil && f.clusters.Matches(in.Labels) && replica.Eligible(ns, "", c.opts.ExcludeNamespaces) && f.targets.Matches(ns) {
 		return ensure
 	}
 	return remove
+}
+
+// identity is what this installation asks replica.OwnerOf with for
+// replicas in cluster in (nil: this cluster).
+func (c *Controller) identity(in *informers.Remote) string {
+	if in == nil {
+		return c.opts.Installation
+	}
+	return replica.Identity(c.opts.Installation, c.opts.ClusterName)
 }
 
 // claimant returns the source that should own the replica named name in ns:
 // the oldest of the sources with that name that want a replica there. A
 // source whose selector is invalid changes nothing, so it keeps claiming the
 // replica it holds (existing, the object of that name in ns, or nil).
-func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, existing *item) (*item, error) {
+func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, in *informers.Remote, existing *item) (*item, error) {
 	cands, err := o.byIndex(informers.SourcesByName, name)
 	if err != nil {
 		return nil, err
 	}
 	holder := ""
 	if existing != nil {
-		if owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation); managed {
+		if owner, managed := replica.OwnerOf(existing.meta, c.identity(in)); managed {
 			holder = owner
 		}
 	}
 	var claimants []*item
 	for _, s := range cands {
-		if c.decide(s, ns) == ensure || (s.ref() == holder && c.factsOf(s).ok && c.factsOf(s).invalid()) {
+		if c.decide(s, ns, in) == ensure || (s.ref() == holder && c.factsOf(s).ok && c.factsOf(s).invalid()) {
 			claimants = append(claimants, s)
 		}
 	}
@@ -170,6 +221,7 @@ func (c *Controller) syncSource(k key) error {
 		for _, r := range replicas {
 			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: r.meta.GetNamespace()}, seen)
 		}
+		c.enqueueRemoteReplicas(k, seen)
 	}
 	if src == nil {
 		enqueueReplicas()
@@ -209,6 +261,11 @@ func (c *Controller) syncSource(k key) error {
 		c.warn(src, wellknown.ReasonInvalidAnnotation, err.Error()+". Nothing changes until it is fixed")
 		return nil
 	}
+	if err := f.clustersErr; err != nil {
+		c.metrics.invalidAnnotations.WithLabelValues(k.Kind, wellknown.ReplicateToClusters).Inc()
+		c.logger.Warn("invalid replicate-to-clusters; replicas in other clusters are kept as they are", zap.Stringer("source", k), zap.Error(err))
+		c.warn(src, wellknown.ReasonInvalidAnnotation, err.Error()+". Its replicas in other clusters are left as they are until it is fixed")
+	}
 	if missing := spec.Missing(src.has); len(missing) > 0 {
 		c.warn(src, wellknown.ReasonReplicateKeyMissing, fmt.Sprintf(
 			"%s lists %s, which this %s does not have; its replicas hold the other listed keys. Add the key to the source or remove it from the list",
@@ -223,6 +280,7 @@ func (c *Controller) syncSource(k key) error {
 			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name}, seen)
 		}
 	}
+	c.fanOutToClusters(k, f, seen)
 	enqueueReplicas()
 	return nil
 }
@@ -247,28 +305,37 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if err != nil {
 		return err
 	}
-	existing, err := o.get(k.Target, k.Name)
-	if err != nil {
-		return err
-	}
-	ns, err := c.namespaces.Get(k.Target)
-	if apierrors.IsNotFound(err) {
-		ns, err = nil, nil
-	}
-	if err != nil {
-		return err
-	}
-	if ns != nil && c.opts.View.Namespace(k.Target) != view.Inside {
-		// Watched, but courier's caches cannot speak for it now (refused,
-		// or not listed again yet): what they lack there is not gone. The
-		// pair waits, with backoff, or until NamespaceAvailable.
+	pl, err := c.placeOf(k, o)
+	switch {
+	case errors.Is(err, errNoCluster):
+		c.states.forget(k)
+		return nil
+	case errors.Is(err, errUnavailable), errors.Is(err, errUnreachable):
+		// Courier's caches cannot speak for the target now (a watched
+		// namespace refused or not listed again yet; a cluster that does
+		// not answer): what they lack there is not gone. The pair waits,
+		// with backoff, or until the namespace or cluster is back.
 		c.queue.Remember(k, seen)
-		return errUnavailable
+		return err
+	case err != nil:
+		return err
+	}
+	if k.Cluster != "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, remoteWriteTimeout)
+		defer cancel()
 	}
 	if (src == nil || src.meta.GetDeletionTimestamp() != nil) && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
 		return nil // the guard restores the source: keep its replicas, whatever the deletion
 	}
-	f, err := c.pairFacts(ctx, k, o, src, existing, ns)
+	return c.syncPairAt(ctx, k, seen, o, src, pl)
+}
+
+// syncPairAt plans and carries out pair k, its source src and its target
+// pl as read.
+func (c *Controller) syncPairAt(ctx context.Context, k key, seen time.Time, o *objects, src *item, pl place) error {
+	existing := pl.existing
+	f, err := c.pairFacts(ctx, k, o, src, pl)
 	if err != nil {
 		return err
 	}
@@ -276,7 +343,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	if p.outOfView != "" {
 		c.outOfView(k, existing, p.outOfView)
 	} else if f.want == ensure && existing != nil {
-		if owner, _ := replica.OwnerOf(existing.meta, c.opts.Installation); owner == f.ref {
+		if owner, _ := replica.OwnerOf(existing.meta, f.installation); owner == f.ref {
 			c.forgetTold(existing.meta.GetUID()) // its source is in view: told anew if it leaves again
 		}
 	}
@@ -284,7 +351,7 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	case forgetState:
 		c.states.forget(k)
 		if c.opts.Guard != nil {
-			c.opts.Guard.Forget(k.Kind, k.Target+"/"+k.Name)
+			c.opts.Guard.Forget(k.Kind, k.replicaRef())
 		}
 	case inSyncState:
 		c.states.set(k, nil)
@@ -298,32 +365,39 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		return nil
 	case handOver:
 		winnerNS, _, _ := cache.SplitMetaNamespaceKey(f.claimant)
-		c.enqueue(key{Kind: k.Kind, Namespace: winnerNS, Name: k.Name, Target: k.Target}, seen)
+		c.enqueue(key{Kind: k.Kind, Namespace: winnerNS, Name: k.Name, Target: k.Target, Cluster: k.Cluster}, seen)
 		return nil
 	case del:
 		if c.heldByFlapping(k, seen) {
 			return nil
 		}
 		return c.write(k, seen, opDelete, func() error {
-			return c.writer.Delete(ctx, k.Kind, existing.meta)
+			return pl.writer.Delete(ctx, k.Kind, existing.meta)
 		})
 	case create:
 		if c.heldByFlapping(k, seen) {
 			return nil
 		}
 	}
-	return c.writePair(ctx, k, seen, o, src, existing, f, p)
+	return c.writePair(ctx, k, seen, o, src, pl, f, p)
 }
 
 // writePair makes the write of plan p for pair k that puts the source's
 // content there: create, update, or recreate (delete, then create). A
 // revert of someone else's change first asks the guard's budget.
-func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *objects, src, existing *item, f pairFacts, p plan) error {
+func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *objects, src *item, pl place, f pairFacts, p plan) error {
+	existing := pl.existing
+	meta := func(existing metav1.Object) metav1.ObjectMeta {
+		return replicaMeta(src.meta, k.Target, c.opts.Installation, pl.sourceCluster, f.Want, existing)
+	}
 	if p.action == create {
 		err := c.write(k, seen, opCreate, func() error {
-			_, err := c.writer.Create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
+			_, err := pl.writer.Create(ctx, o.replica(src, f.spec, meta(nil)))
 			return err
 		})
+		if apierrors.IsAlreadyExists(err) && k.Cluster != "" {
+			return c.takenInCluster(ctx, k, seen, o, src, pl, err)
+		}
 		if apierrors.IsAlreadyExists(err) && (k.Kind == kindSecret || len(c.opts.ScopeLabels) > 0) && c.queue.NumRequeues(k) > 0 {
 			// A retry later the cache still has nothing of that name: it is
 			// a Secret courier never watches (type helm.sh/release.v1), or an
@@ -343,31 +417,39 @@ func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *ob
 	}
 
 	// update or recreate: a revert of someone else's change first asks the
-	// guard's budget.
+	// guard's budget. Its Events go on the replica, or, in another
+	// cluster, on the source.
 	ref := k.sourceRef()
-	if p.reverted && c.contested(k, existing, k.Target+"/"+k.Name, ref) {
+	on := existing
+	if k.Cluster != "" {
+		on = src
+	}
+	if p.reverted && c.contested(k, on, k.replicaRef(), ref) {
 		c.states.put(k, StateContested)
 		return nil
 	}
 	var err error
 	if p.action == recreate {
 		err = c.write(k, seen, opRecreate, func() error {
-			if err := c.writer.Delete(ctx, k.Kind, existing.meta); err != nil && !apierrors.IsNotFound(err) {
+			if err := pl.writer.Delete(ctx, k.Kind, existing.meta); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			_, err := c.writer.Create(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, nil)))
+			_, err := pl.writer.Create(ctx, o.replica(src, f.spec, meta(nil)))
 			return err
 		})
 	} else {
 		err = c.write(k, seen, opUpdate, func() error {
-			_, err := c.writer.Update(ctx, o.replica(src, f.spec, replicaMeta(src.meta, k.Target, c.opts.Installation, f.Want, existing.meta)))
+			_, err := pl.writer.Update(ctx, o.replica(src, f.spec, meta(existing.meta)))
 			return err
 		})
 	}
 	c.states.set(k, err)
 	if err == nil && p.reverted {
-		c.reverted(k, existing, k.Target+"/"+k.Name, fmt.Sprintf(
-			"this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref))
+		msg := fmt.Sprintf("this replica of %s was changed by someone other than courier and has been reverted to the source's content; change the source %s instead", ref, ref)
+		if k.Cluster != "" {
+			msg = fmt.Sprintf("the replica %s/%s in cluster %s was changed by someone other than courier and has been reverted to this source's content; change this source instead", k.Target, k.Name, k.Cluster)
+		}
+		c.reverted(k, on, k.replicaRef(), msg)
 	}
 	return err
 }
@@ -404,15 +486,18 @@ func (c *Controller) reverted(k key, obj *item, ref, msg string) {
 }
 
 // pairFacts reads from the cache what planPair needs to know about the pair
-// k: src, existing and ns are its source, the object holding its name in
-// the target, and the target namespace (each nil when gone).
-func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, existing *item, ns *corev1.Namespace) (pairFacts, error) {
+// k: src is its source (nil when gone), pl its target.
+func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src *item, pl place) (pairFacts, error) {
+	existing, ns := pl.existing, pl.ns
 	f := pairFacts{
-		installation:  c.opts.Installation,
+		installation:  c.identity(pl.in),
 		ref:           k.sourceRef(),
-		want:          c.decide(src, ns),
+		want:          c.decide(src, ns, pl.in),
 		namespaceGone: ns == nil,
 		object:        k.Kind + " " + k.Target + "/" + k.Name,
+	}
+	if k.Cluster != "" {
+		f.object += " in cluster " + k.Cluster
 	}
 	if f.want == ensure { // decide said ensure: its annotations parsed
 		spec, targets := c.factsOf(src).spec, c.factsOf(src).targets
@@ -427,7 +512,7 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, exis
 		if f.want == ensure {
 			e.hash = content.Hash(existing.entries())
 		}
-		owner, managed := replica.OwnerOf(existing.meta, c.opts.Installation)
+		owner, managed := replica.OwnerOf(existing.meta, f.installation)
 		if managed && owner != f.ref {
 			e.ownerIsSource = c.isSource(o, owner)
 			blind, err := c.cannotSpeakFor(o, owner)
@@ -454,7 +539,7 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src, exis
 		f.existing = e
 	}
 	if ns != nil && (f.want == ensure || (f.want == remove && existing != nil)) {
-		winner, err := c.claimant(o, k.Name, ns, existing)
+		winner, err := c.claimant(o, k.Name, ns, pl.in, existing)
 		if err != nil {
 			return f, err
 		}
@@ -479,6 +564,13 @@ func (c *Controller) absence(ctx context.Context, kind, ref string) (view.Absenc
 // outOfView says, once per replica, that courier leaves it as it is because
 // its source k names is outside courier's view (hidden by what hides).
 func (c *Controller) outOfView(k key, r *item, what string) {
+	if k.Cluster != "" {
+		// Nothing in this cluster to put an Event on: the log says it.
+		if c.tellOnce(r.meta.GetUID(), what) {
+			c.logger.Info("replica in another cluster left as it is: its source is outside courier's view", zap.Stringer("pair", k), zap.String("hiddenBy", what))
+		}
+		return
+	}
 	msg := fmt.Sprintf("the source %s %s is not in courier's view (%s): courier cannot tell whether it still exists, so this replica is left as it is, neither updated nor deleted. Bring the source back into the view, or delete this replica yourself if it is no longer wanted",
 		k.Kind, k.sourceRef(), what)
 	if !c.tellOnce(r.meta.GetUID(), msg) {
@@ -491,6 +583,9 @@ func (c *Controller) outOfView(k key, r *item, what string) {
 // heldByFlapping puts k back until the labels of its target namespace have
 // held still, if they are flapping (see flapSettle).
 func (c *Controller) heldByFlapping(k key, seen time.Time) bool {
+	if k.Cluster != "" {
+		return false // another cluster's namespaces are not tracked
+	}
 	wait := c.flapHold(k.Target)
 	if wait <= 0 {
 		return false
@@ -533,11 +628,11 @@ func (c *Controller) write(k key, seen time.Time, op string, do func() error) er
 		if k.Pull {
 			return fmt.Errorf("fill %s %s from its source: %w", k.Kind, k.sourceRef(), err)
 		}
-		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.Target, err)
+		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.where(), err)
 	}
-	c.metrics.writes.WithLabelValues(k.Kind, op).Inc()
+	c.metrics.writes.WithLabelValues(k.Kind, op, k.Cluster).Inc()
 	if !seen.IsZero() {
-		c.metrics.latency.WithLabelValues(k.Kind).Observe(c.clock.Now().Sub(seen).Seconds())
+		c.metrics.latency.WithLabelValues(k.Kind, k.Cluster).Observe(c.clock.Now().Sub(seen).Seconds())
 	}
 	c.logger.Debug("replica written", zap.Stringer("pair", k), zap.String("op", op))
 	return nil
@@ -551,7 +646,7 @@ func (c *Controller) warn(src *item, reason, msg string) {
 // that raced ours; they are retried without being logged as failures.
 func isQuiet(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
-		namespaces.Refused(err) || errors.Is(err, context.Canceled) || errors.Is(err, errUnavailable)
+		namespaces.Refused(err) || errors.Is(err, context.Canceled) || errors.Is(err, errUnavailable) || errors.Is(err, errUnreachable)
 }
 
 // errUnavailable: the pair's target namespace is watched but courier's

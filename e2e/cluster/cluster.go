@@ -49,6 +49,10 @@ type Options struct {
 	// every default one but node IPAM and node lifecycle (kwok owns the
 	// fake node's status).
 	Controllers string
+	// APIServerOnly runs etcd and kube-apiserver only: enough for a cluster
+	// courier replicates into (no pods, no controllers: a namespace deleted
+	// there stays Terminating).
+	APIServerOnly bool
 	// AuditPolicy, if set, is an audit.k8s.io/v1 Policy (YAML) under which
 	// kube-apiserver writes its audit log, one JSON event per line, to
 	// Cluster.AuditLog (never rotated).
@@ -207,6 +211,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
+	if o.APIServerOnly {
+		c.logf("API server ready at %s (dir %s)", apiURL, c.Dir)
+		return c, nil
+	}
 	controllers := o.Controllers
 	if controllers == "" {
 		controllers = "*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle"
@@ -360,6 +368,30 @@ func (c *Cluster) Restart(ctx context.Context, name string, crash bool) error {
 		p.kill()
 	} else {
 		p.stop(10 * time.Second)
+	}
+	return p.start()
+}
+
+// Pause stops one component (SIGTERM) until Resume starts it again with
+// the same flags: an API server down for a while.
+func (c *Cluster) Pause(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.procs[name]
+	if !ok {
+		return fmt.Errorf("no component %q", name)
+	}
+	p.stop(10 * time.Second)
+	return nil
+}
+
+// Resume starts a component Pause stopped.
+func (c *Cluster) Resume(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.procs[name]
+	if !ok {
+		return fmt.Errorf("no component %q", name)
 	}
 	return p.start()
 }

@@ -7,6 +7,7 @@ package replica
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,14 +74,34 @@ func Classify(installation, ref string, want Want, obj metav1.Object, objHash st
 // which source it belongs to ("" if that annotation is gone). A replica
 // naming no installation was made before replicas named one: it is taken as
 // this installation's.
+//
+// A replica courier wrote into another cluster names the cluster its source
+// is in (courier.dev/source-cluster): only the installation that wrote it,
+// asking with Identity(installation, cluster), takes it for its own, and
+// never by default.
 func OwnerOf(m metav1.Object, installation string) (source string, managed bool) {
-	if inst, ok := objmeta.Annotation(m, wellknown.Installation); ok && inst != installation {
+	inst, named := objmeta.Annotation(m, wellknown.Installation)
+	if cluster, ok := objmeta.Annotation(m, wellknown.SourceCluster); ok {
+		inst, named = Identity(inst, cluster), true
+	}
+	if named && inst != installation || !named && strings.Contains(installation, "@") {
 		return "", false
 	}
 	source, hasSource := objmeta.Annotation(m, wellknown.Source)
 	managedBy, _ := objmeta.Label(m, wellknown.ManagedBy)
 	isReplica, _ := objmeta.Label(m, wellknown.Replica)
 	return source, hasSource || managedBy == wellknown.ManagedByValue || isReplica == "true"
+}
+
+// Identity is what an installation of courier (its namespace) asks OwnerOf
+// and Classify with: itself for replicas in its own cluster; for replicas it
+// writes into another cluster, itself and the cluster its sources are in
+// (--cluster-name).
+func Identity(installation, sourceCluster string) string {
+	if sourceCluster == "" {
+		return installation
+	}
+	return installation + "@" + sourceCluster
 }
 
 // Marked reports whether m is a replica of any installation: it names one,

@@ -110,4 +110,19 @@ const (
 	// alone, so `courier status` cannot read the installation's flags.
 	// Rename or delete it.
 	ReasonSettingsBlocked = "SettingsBlocked"
+	// ReasonClusterInvalid (Warning, on a cluster Secret in courier's
+	// namespace): its courier.dev/cluster name or its kubeconfig key cannot
+	// be used (the message says which and why); nothing is replicated into
+	// that cluster until it is fixed. Other clusters are not held up.
+	ReasonClusterInvalid = "ClusterInvalid"
+	// ReasonClusterUnreachable (Warning, on a cluster Secret): the cluster
+	// cannot be reached or refuses courier's identity there (the message
+	// gives the API error); courier retries with backoff, deletes nothing
+	// meanwhile, and writes what changed once it is back. Check the address
+	// and credentials, and the RBAC of manifests/remote-cluster there.
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonClusterReachable (Normal, on a cluster Secret): the cluster
+	// answers again after being unreachable; its replicas are brought up to
+	// date.
+	ReasonClusterReachable = "ClusterReachable"
 )

@@ -90,6 +90,21 @@ const (
 	// Installation (annotation, on a replica): the courier installation that
 	// made it: the namespace that installation runs in (--namespace).
 	Installation = Prefix + "installation"
+	// SourceCluster (annotation, on a replica in another cluster): the
+	// --cluster-name of the cluster its source is in (docs/clusters.md).
+	// The cluster's own courier never takes such a replica for its own.
+	SourceCluster = Prefix + "source-cluster"
+	// ReplicateToClusters (annotation, on a source): a label selector over
+	// the cluster Secrets in courier's namespace ("*": every one); the
+	// source's replicate-to selector is then also applied to the namespaces
+	// of each selected cluster.
+	ReplicateToClusters = Prefix + "replicate-to-clusters"
+	// Cluster (label, on a Secret in courier's namespace): the Secret
+	// describes a cluster courier replicates into, named by the label's
+	// value; its key ClusterKubeconfig holds the kubeconfig to reach it.
+	Cluster = Prefix + "cluster"
+	// ClusterKubeconfig is the key of a cluster Secret holding its kubeconfig.
+	ClusterKubeconfig = "kubeconfig"
 	// ContentHash (annotation, on a replica): sha256 of its content.
 	ContentHash = Prefix + "content-hash"
 	// ConfigHash (annotation, on a pod template, or a custom resource's
