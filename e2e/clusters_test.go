@@ -302,8 +302,8 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 	s := setupReplication(t)
 	prod := r.namespace(t, "prod", map[string]string{"test": s.id})
 	for name, kubeconfig := range map[string]string{
-		"garbled":  "apiVersion: v1\nkind: Config\nclusters: [{{not yaml: s3cr3t-token-value",
-		"exec":     "apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: x, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ['-c', 'touch /tmp/courier-ran-it']}}}]\n",
+		"garbled":   "apiVersion: v1\nkind: Config\nclusters: [{{not yaml: s3cr3t-token-value",
+		"exec":      "apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: x, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ['-c', 'touch /tmp/courier-ran-it']}}}]\n",
 		"tokenfile": "apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: x, user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}]\n",
 	} {
 		createSecret(t, s.courier.namespace, "cluster-"+name, withLabel(keyCluster, name), withData("kubeconfig", kubeconfig))

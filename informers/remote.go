@@ -46,7 +46,7 @@ type Remotes struct {
 	newClient func(*rest.Config) (kubernetes.Interface, error)
 
 	mu      sync.Mutex
-	ctx     context.Context // Start's
+	ctx     context.Context    // Start's
 	byKey   map[string]*Remote // by cluster Secret, "namespace/name"
 	handler RemoteHandler
 }
@@ -158,7 +158,9 @@ func (r *Remotes) List() []*Remote {
 		out = append(out, c)
 	}
 	r.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].Secret.Name < out[j].Secret.Name })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].Secret.Name < out[j].Secret.Name
+	})
 	return out
 }
 

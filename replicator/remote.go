@@ -328,4 +328,3 @@ func (c *Controller) resyncClusters() {
 		c.enqueue(key{Cluster: in.Name}, time.Time{})
 	}
 }
-
