@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -345,4 +346,121 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 	})
 	withinSpec(t, "and its replicas written", r.secretIn(fixed, "app", map[string][]byte{"v": []byte("value-1")}))
 	noValuesInEvents(t, s.courier.namespace)
+}
+
+// TestRemoteClusterRBACIsMinimal runs a probe of everything courier does in
+// a cluster it replicates into with the ClusterRole of
+// manifests/remote-cluster there (every check passes), then once for each
+// permission it grants with only that one removed: each time a check fails
+// and courier's log shows the API server refusing exactly that permission.
+func TestRemoteClusterRBACIsMinimal(t *testing.T) {
+	r := startRemote(t)
+	all := permissions(r.rules, false)
+	courierNS := newNamespace(t, "courier", nil)
+	grant := func(t *testing.T, rules []rbacv1.PolicyRule) {
+		t.Helper()
+		updateOnConflict(t, "the remote ClusterRole", func(ctx context.Context) error {
+			role, err := r.client().RbacV1().ClusterRoles().Get(ctx, "courier-remote", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			role.Rules = rules
+			_, err = r.client().RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	createSecret(t, courierNS, "cluster-probe", withLabel(keyCluster, "probe"), withData("kubeconfig", string(r.kubeconfig(t))))
+	t.Run("manifests", func(t *testing.T) {
+		grant(t, r.rules)
+		if failed, log := probeRemote(t, r, courierNS); failed != "" {
+			t.Fatalf("with the RBAC of manifests/remote-cluster, check %q failed; courier's log:\n%s", failed, log)
+		} else if strings.Contains(log, "is forbidden") {
+			t.Fatalf("with the RBAC of manifests/remote-cluster, the API server refused courier something:\n%s", linesWith(log, "is forbidden"))
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	for _, p := range all {
+		t.Run("without "+p.String(), func(t *testing.T) {
+			grant(t, rulesWithout(all, p))
+			var env []string
+			if p.verb == "list" {
+				env = []string{"KUBE_FEATURE_WatchListClient=false"}
+			}
+			failed, log := probeRemote(t, r, courierNS, env...)
+			if failed == "" {
+				t.Errorf("without %s every check passed: the permission is unused", p)
+			}
+			if !strings.Contains(log, refusal(p)) {
+				t.Errorf("without %s courier's log never shows the API server refusing it (%s); the first failed check was %q", p, refusal(p), failed)
+			}
+			t.Logf("without %s: check %q failed", p, failed)
+		})
+	}
+	grant(t, r.rules)
+}
+
+// probeRemote starts courier (installation ns) and checks in turn each
+// thing it does in the cluster r: replicas created, updated, a stripped
+// one found by name and reverted, removed. It returns the first check that
+// failed ("" if none) and courier's log.
+func probeRemote(t *testing.T, r *remoteCluster, ns string, env ...string) (failed, log string) {
+	t.Helper()
+	id := testID()
+	src := newNamespace(t, "src", nil)
+	dst := r.namespace(t, "dst", map[string]string{"test": id})
+	c := startCourierAs(t, courierIdentity(), env, "--namespace="+ns, "--source-namespaces="+src)
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+	check := func(what string, cond func(context.Context) (bool, error)) {
+		if failed != "" {
+			return
+		}
+		if wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 4*time.Second, true, cond) != nil {
+			failed = what
+		}
+	}
+	cm := func(ctx context.Context, want string) (bool, error) {
+		got, err := r.client().CoreV1().ConfigMaps(dst).Get(ctx, "probe", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return want == "", nil
+		}
+		return err == nil && got.Data["v"] == want && got.Labels[keyReplica] == "true", err
+	}
+	annotations := map[string]string{keyReplicateTo: "test=" + id, keyReplicateToClusters: "*"}
+	createSecret(t, src, "probe", withAnnotation(keyReplicateTo, "test="+id), withAnnotation(keyReplicateToClusters, "*"), withData("v", "one"))
+	createConfigMap(t, src, "probe", annotations, map[string]string{"v": "one"})
+	check("replicas created there", allOf(r.secretIn(dst, "probe", map[string][]byte{"v": []byte("one")}), func(ctx context.Context) (bool, error) { return cm(ctx, "one") }))
+	updateSecret(t, src, "probe", func(s *corev1.Secret) { s.Data["v"] = []byte("two") })
+	updateConfigMap(t, src, "probe", func(m *corev1.ConfigMap) { m.Data["v"] = "two" })
+	check("replicas updated there", allOf(r.secretIn(dst, "probe", map[string][]byte{"v": []byte("two")}), func(ctx context.Context) (bool, error) { return cm(ctx, "two") }))
+	if failed == "" {
+		strip := func(ctx context.Context) error {
+			if s, err := r.client().CoreV1().Secrets(dst).Get(ctx, "probe", metav1.GetOptions{}); err != nil {
+				return err
+			} else if delete(s.Labels, keyReplica); true {
+				if _, err := r.client().CoreV1().Secrets(dst).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+					return err
+				}
+			}
+			m, err := r.client().CoreV1().ConfigMaps(dst).Get(ctx, "probe", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			delete(m.Labels, keyReplica)
+			_, err = r.client().CoreV1().ConfigMaps(dst).Update(ctx, m, metav1.UpdateOptions{})
+			return err
+		}
+		updateOnConflict(t, "strip the replicas' label", strip)
+		check("stripped replicas found by name and reverted", allOf(func(ctx context.Context) (bool, error) {
+			s, err := r.client().CoreV1().Secrets(dst).Get(ctx, "probe", metav1.GetOptions{})
+			return err == nil && s.Labels[keyReplica] == "true", err
+		}, func(ctx context.Context) (bool, error) { return cm(ctx, "two") }))
+	}
+	updateSecret(t, src, "probe", func(s *corev1.Secret) { delete(s.Annotations, keyReplicateToClusters) })
+	updateConfigMap(t, src, "probe", func(m *corev1.ConfigMap) { delete(m.Annotations, keyReplicateToClusters) })
+	check("replicas removed there", allOf(r.secretGone(dst, "probe"), func(ctx context.Context) (bool, error) { return cm(ctx, "") }))
+	c.Stop()
+	return failed, c.Logs()
 }
