@@ -283,7 +283,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		}
 	}
 	// The clusters courier replicates into (courier.dev/replicate-to-clusters).
-	remotes := informers.NewRemotes(cs.kube, o.Namespace, logger)
+	remotes := informers.NewRemotes(cs.kube, o.Namespace, float32(o.KubeAPIQPS), o.KubeAPIBurst, logger)
 	reg.MustRegister(remotes.Gauge())
 	inf.Remotes = remotes
 	queues := metrics.NewQueues(reg)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -463,4 +465,90 @@ func probeRemote(t *testing.T, r *remoteCluster, ns string, env ...string) (fail
 	check("replicas removed there", allOf(r.secretGone(dst, "probe"), func(ctx context.Context) (bool, error) { return cm(ctx, "") }))
 	c.Stop()
 	return failed, c.Logs()
+}
+
+// TestHubLeaderKilledMidPropagationToAnotherCluster: the standby keeps the
+// other cluster's caches warm (it reports it reachable before it leads);
+// the leader killed while it writes a change there, the standby finishes
+// it, and no replica there is written twice for it.
+func TestHubLeaderKilledMidPropagationToAnotherCluster(t *testing.T) {
+	r := startRemote(t)
+	id := testID()
+	src := newNamespace(t, "src", nil)
+	lease := newNamespace(t, "courier-ha", nil)
+	const n = 30
+	var targets []string
+	for range n {
+		targets = append(targets, r.namespace(t, "dst", map[string]string{"test": id}))
+	}
+	createSecret(t, lease, "cluster-far", withLabel(keyCluster, "far"), withData("kubeconfig", string(r.kubeconfig(t))))
+	createSecret(t, src, "shared", withAnnotation(keyReplicateTo, "test="+id), withAnnotation(keyReplicateToClusters, "*"), withData("k", "one"))
+	args := []string{"--namespace=" + lease, "--source-namespaces=" + src, "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms"}
+	a := startCourier(t, args...)
+	eventually(t, 30*time.Second, "first courier leads", a.isLeader)
+	b := startCourier(t, args...)
+	b.WaitReady(t.Context())
+	one := map[string][]byte{"k": []byte("one")}
+	all := func(want map[string][]byte) func(context.Context) (bool, error) {
+		var conds []condition
+		for _, ns := range targets {
+			conds = append(conds, r.secretIn(ns, "shared", want))
+		}
+		return allOf(conds...)
+	}
+	eventually(t, 2*converge, "every replica there", all(one))
+	eventually(t, converge, "the standby's caches of the other cluster are warm", func(ctx context.Context) (bool, error) {
+		v, ok := b.MetricValue(ctx, `courier_cluster_reachable{cluster="far"}`)
+		return ok && v == 1, nil
+	})
+	if ok, _ := b.isLeader(t.Context()); ok {
+		t.Fatal("both couriers lead")
+	}
+
+	list, err := r.client().CoreV1().Secrets("").List(t.Context(), metav1.ListOptions{LabelSelector: keyReplica + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.client().CoreV1().Secrets("").Watch(t.Context(), metav1.ListOptions{LabelSelector: keyReplica + "=true", ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	updateSecret(t, src, "shared", func(x *corev1.Secret) { x.Data["k"] = []byte("two") })
+	eventually(t, converge, "the leader has begun writing there", func(ctx context.Context) (bool, error) {
+		for _, ns := range targets {
+			if ok, err := r.secretIn(ns, "shared", map[string][]byte{"k": []byte("two")})(ctx); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
+	})
+	a.Signal(syscall.SIGKILL)
+	eventually(t, 30*time.Second, "the standby leads and finishes the change there", all(map[string][]byte{"k": []byte("two")}))
+	consistently(t, quiet, "and it stays", all(map[string][]byte{"k": []byte("two")}))
+	writes := map[string]int{}
+drain:
+	for {
+		select {
+		case ev, open := <-w.ResultChan():
+			if !open {
+				t.Fatal("the watch of the replicas there ended")
+			}
+			if s, ok := ev.Object.(*corev1.Secret); ok && ev.Type != watch.Bookmark {
+				writes[s.Namespace+" "+string(ev.Type)]++
+			}
+		case <-time.After(time.Second): // every event was sent by now
+			break drain
+		}
+	}
+	for _, ns := range targets {
+		if got := writes[ns+" MODIFIED"]; got != 1 {
+			t.Errorf("the replica in %s was updated %d times for one change, want once", ns, got)
+		}
+	}
+	for k, v := range writes {
+		if !strings.HasSuffix(k, " MODIFIED") {
+			t.Errorf("%d %s events there: nothing but the updates was to happen", v, k)
+		}
+	}
 }

@@ -44,6 +44,8 @@ type Remotes struct {
 	gauge   *prometheus.GaugeVec
 	// newClient builds a cluster's client (a test may stand in).
 	newClient func(*rest.Config) (kubernetes.Interface, error)
+	qps       float32 // each cluster's client-side limit (--kube-api-qps)
+	burst     int
 
 	mu      sync.Mutex
 	ctx     context.Context    // Start's
@@ -90,8 +92,10 @@ type Remote struct {
 }
 
 // NewRemotes watches the Secrets of courier's namespace labelled
-// courier.dev/cluster through client. Nothing starts until Start.
-func NewRemotes(client kubernetes.Interface, namespace string, logger *zap.Logger) *Remotes {
+// courier.dev/cluster through client; each cluster's client is limited to
+// qps requests a second (burst above it), as courier's own is. Nothing
+// starts until Start.
+func NewRemotes(client kubernetes.Interface, namespace string, qps float32, burst int, logger *zap.Logger) *Remotes {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = wellknown.Cluster
@@ -106,6 +110,8 @@ func NewRemotes(client kubernetes.Interface, namespace string, logger *zap.Logge
 		secrets:   cache.NewSharedIndexInformerWithOptions(lw, &corev1.Secret{}, cache.SharedIndexInformerOptions{ObjectDescription: "cluster Secret"}),
 		logger:    logger.Named("clusters"),
 		newClient: func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) },
+		qps:       qps,
+		burst:     burst,
 		byKey:     map[string]*Remote{},
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "cluster_reachable",
@@ -259,6 +265,7 @@ func (r *Remotes) named(name, key string, s *corev1.Secret) string {
 func (r *Remotes) build(c *Remote, cfg *rest.Config) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = wellknown.FieldManager
+	cfg.QPS, cfg.Burst = r.qps, r.burst
 	client, err := r.newClient(cfg)
 	if err != nil {
 		return err
