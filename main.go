@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -353,12 +354,9 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 }
 
 // clusterName is this cluster's name on the replicas courier writes into
-// other clusters: --cluster-name, else "hub".
+// other clusters: --cluster-name, else wellknown.DefaultClusterName.
 func clusterName(o config.Options) string {
-	if o.ClusterName != "" {
-		return o.ClusterName
-	}
-	return "hub"
+	return cmp.Or(o.ClusterName, wellknown.DefaultClusterName)
 }
 
 // preview is the reloader's decision for courier status (status.Preview):

@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/courier-k8s/courier/e2e/cluster"
+	"github.com/courier-k8s/courier/internal/status"
 )
 
 const (
@@ -269,6 +270,7 @@ func TestAnUnreachableClusterLosesNothing(t *testing.T) {
 	writes := `courier_replicator_writes_total{cluster="west",kind="Secret",operation="update"}`
 	before, _ := s.courier.MetricValue(t.Context(), writes)
 
+	clusterStatus(t, s, "west", func(c status.RemoteCluster) bool { return c.Reachable && c.InSync == 1 && c.Total == 1 && c.Error == "" })
 	if err := r.c.Pause("kube-apiserver"); err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +278,7 @@ func TestAnUnreachableClusterLosesNothing(t *testing.T) {
 	if v, ok := s.courier.MetricValue(t.Context(), `courier_cluster_reachable{cluster="west"}`); !ok || v != 0 {
 		t.Errorf("courier_cluster_reachable{cluster=\"west\"} = %v (found %v), want 0", v, ok)
 	}
+	clusterStatus(t, s, "west", func(c status.RemoteCluster) bool { return !c.Reachable && strings.HasPrefix(c.Error, "unreachable: ") })
 	updateSecret(t, s.src, "db", func(x *corev1.Secret) { x.Data["v"] = []byte("value-2") })
 	v2 := map[string][]byte{"v": []byte("value-2")}
 	withinSpec(t, "this cluster's replica is not held up", secretIn(local, "db", v2))
@@ -551,4 +554,20 @@ drain:
 			t.Errorf("%d %s events there: nothing but the updates was to happen", v, k)
 		}
 	}
+}
+
+// clusterStatus runs `courier status -o json` for s's courier and checks
+// what it says of the cluster name.
+func clusterStatus(t *testing.T, s replicationSetup, name string, ok func(status.RemoteCluster) bool) {
+	t.Helper()
+	r := statusReport(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src)
+	for _, c := range r.Clusters {
+		if c.Name == name {
+			if !ok(c) {
+				t.Errorf("courier status says of cluster %s: %+v", name, c)
+			}
+			return
+		}
+	}
+	t.Errorf("courier status lists no cluster %s: %+v (%s)", name, r.Clusters, r.ClustersNote)
 }

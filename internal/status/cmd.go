@@ -19,6 +19,7 @@ import (
 	"github.com/courier-k8s/courier/internal/settings"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/view"
+	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -47,6 +48,14 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, p
 	r.Installation = rn.inst
 	r.Scope = scopeNote(rn.o.scope)
 	r.CustomKinds = CheckKinds(ctx, rn.client, rn.o.Installation, rn.f.sa, rn.o.resources, rn.o.scope)
+	hub := wellknown.DefaultClusterName
+	if rn.inst != nil && rn.inst.ClusterName != "" {
+		hub = rn.inst.ClusterName
+	}
+	var err error
+	if r.Clusters, err = Clusters(ctx, rn.client, rn.cluster, rn.o.Options, hub); err != nil {
+		r.ClustersNote = err.Error()
+	}
 	return rn.print(stdout, r, r.WriteTable)
 }
 

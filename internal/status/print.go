@@ -48,6 +48,16 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
+	if len(r.Clusters) > 0 {
+		fmt.Fprintln(tw, "CLUSTER\tSECRET\tREACHABLE\tIN-SYNC\tLAST ERROR")
+		for _, c := range r.Clusters {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", c.Name, c.Secret, map[bool]string{true: "yes", false: "NO"}[c.Reachable], c.InSync, c.Total, c.Error)
+		}
+		fmt.Fprintln(tw)
+	}
+	if r.ClustersNote != "" {
+		fmt.Fprintf(tw, "Clusters: %s.\n\n", r.ClustersNote)
+	}
 	if len(r.Sources) == 0 {
 		fmt.Fprintln(tw, "No sources: no Secret or ConfigMap carries courier.dev/replicate-to.")
 		return tw.Flush()

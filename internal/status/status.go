@@ -42,6 +42,10 @@ type Report struct {
 	CustomKinds []CustomKind `json:"customKinds,omitempty"`
 	// Changes are the changes of sources still rolling out, by wave.
 	Changes []Change `json:"changes,omitempty"`
+	// Clusters are the clusters courier replicates into (cluster Secrets
+	// in its namespace); ClustersNote says why they could not be read.
+	Clusters     []RemoteCluster `json:"clusters,omitempty"`
+	ClustersNote string          `json:"clustersNote,omitempty"`
 }
 
 // Change is the consumers of one source in one wave whose rollout for a

@@ -105,6 +105,9 @@ const (
 	Cluster = Prefix + "cluster"
 	// ClusterKubeconfig is the key of a cluster Secret holding its kubeconfig.
 	ClusterKubeconfig = "kubeconfig"
+	// DefaultClusterName is what replicas in other clusters name as their
+	// source's cluster when --cluster-name is not set.
+	DefaultClusterName = "hub"
 	// ContentHash (annotation, on a replica): sha256 of its content.
 	ContentHash = Prefix + "content-hash"
 	// ConfigHash (annotation, on a pod template, or a custom resource's
