@@ -270,7 +270,9 @@ func TestAnUnreachableClusterLosesNothing(t *testing.T) {
 	writes := `courier_replicator_writes_total{cluster="west",kind="Secret",operation="update"}`
 	before, _ := s.courier.MetricValue(t.Context(), writes)
 
-	clusterStatus(t, s, "west", func(c status.RemoteCluster) bool { return c.Reachable && c.InSync == 1 && c.Total == 1 && c.Error == "" })
+	clusterStatus(t, s, "west", func(c status.RemoteCluster) bool {
+		return c.Reachable && c.InSync == 1 && c.Total == 1 && c.Error == ""
+	})
 	if err := r.c.Pause("kube-apiserver"); err != nil {
 		t.Fatal(err)
 	}

@@ -132,4 +132,3 @@ func (rc *RemoteCluster) count(ctx context.Context, remote kubernetes.Interface,
 	}
 	return nil
 }
-
