@@ -166,7 +166,7 @@ bench-tables:
 bench-smoke:
 	$(GO) run ./e2e/bench -controlplane-bin="$(CONTROLPLANE)" -dir=.run/bench-smoke -out=.run/bench-smoke/results.json \
 	  -chart-limits=charts/courier/values.yaml -namespaces=20 -secrets=100 -configmaps=40 -helm-releases=5 -helm-bytes=51200 -deployments=40 -consumers=20 \
-	  -repeats=2 -steady=10s
+	  -repeats=2 -steady=10s -clusters=1x3
 	cp="$(CONTROLPLANE)" && cd e2e/bench/scale && $(GO) run . -root=$(CURDIR) -controlplane-bin="$$cp" -dir=.run/bench-smoke/scale \
 	  -sizes=20 -repeats=2 -steady=10s -helm-bytes=51200
 

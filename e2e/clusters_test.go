@@ -267,7 +267,7 @@ func TestAnUnreachableClusterLosesNothing(t *testing.T) {
 	addCluster(t, s.courier, r, "west", nil)
 	createSecret(t, s.src, "db", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("v", "value-1"))
 	withinSpec(t, "replica there", r.secretIn(prod, "db", map[string][]byte{"v": []byte("value-1")}))
-	writes := `courier_replicator_writes_total{cluster="west",kind="Secret",operation="update"}`
+	writes := `courier_replicator_cluster_writes_total{cluster="west",kind="Secret",operation="update"}`
 	before, _ := s.courier.MetricValue(t.Context(), writes)
 
 	clusterStatus(t, s, "west", func(c status.RemoteCluster) bool {
@@ -307,7 +307,7 @@ func TestAnUnreachableClusterLosesNothing(t *testing.T) {
 // a file is refused.
 func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 	r := startRemote(t)
-	s := setupReplication(t)
+	s := setupReplication(t, "--compat=replicator")
 	prod := r.namespace(t, "prod", map[string]string{"test": s.id})
 	for name, kubeconfig := range map[string]string{
 		"garbled":   "apiVersion: v1\nkind: Config\nclusters: [{{not yaml: s3cr3t-token-value",
@@ -318,6 +318,8 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 	}
 	createSecret(t, s.courier.namespace, "cluster-bad-name", withLabel(keyCluster, "Not_A_Name"), withData("kubeconfig", string(r.kubeconfig(t))))
 	addCluster(t, s.courier, r, "good", nil)
+	// A newer Secret giving the same name: told, and ignored.
+	createSecret(t, s.courier.namespace, "cluster-dup", withLabel(keyCluster, "good"), withData("kubeconfig", string(r.kubeconfig(t))))
 	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("v", "value-1"))
 	withinSpec(t, "the good cluster gets its replica", r.secretIn(prod, "app", map[string][]byte{"v": []byte("value-1")}))
 	for name, says := range map[string]string{
@@ -325,9 +327,29 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 		"exec":      "exec credential plugin",
 		"tokenfile": "names a file",
 		"bad-name":  "not a valid cluster name",
+		"dup":       `cluster name "good" is already given by the cluster Secret ` + s.courier.namespace + "/cluster-good",
 	} {
 		eventually(t, converge, "cluster-"+name+" is told", eventWith(s.courier.namespace, "cluster-"+name, "ClusterInvalid", says))
 	}
+	// Only a source courier acts on, through its own replicate-to, reaches
+	// another cluster: not one outside --source-namespaces, not one made by
+	// another tool's annotation (--compat).
+	elsewhere := newNamespace(t, "not-allowed", nil)
+	createSecret(t, elsewhere, "app", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("v", "value-1"))
+	createSecret(t, s.src, "compat", withAnnotation("replicator.v1.mittwald.de/replicate-to", "compat-target-"+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("v", "value-1"))
+	eventually(t, converge, "a compat source is told it does not cross clusters", eventWith(s.src, "compat", "InvalidAnnotation", keyReplicateToClusters+" needs "+keyReplicateTo))
+	consistently(t, quiet, "neither reaches the other cluster", func(ctx context.Context) (bool, error) {
+		l, err := r.client().CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: keyReplica + "=true"})
+		if err != nil {
+			return false, err
+		}
+		for _, x := range l.Items {
+			if x.Name == "compat" || x.Annotations[keySource] == elsewhere+"/app" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	if strings.Contains(s.courier.Logs(), "s3cr3t-token-value") {
 		t.Error("courier's log quotes the garbled kubeconfig")
 	}
@@ -341,8 +363,11 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 		}
 	}
 
-	// Fixed, it is used.
+	// Fixed, it is used. It reaches the same cluster as "good" does: the
+	// two never undo each other's replicas, and the one that finds the name
+	// taken by the other's says so.
 	fixed := r.namespace(t, "fixed", map[string]string{"test": s.id})
+	withinSpec(t, "the good cluster's replica in a new namespace", r.secretIn(fixed, "app", map[string][]byte{"v": []byte("value-1")}))
 	updateSecret(t, s.courier.namespace, "cluster-garbled", func(x *corev1.Secret) {
 		x.Labels[keyCluster] = "garbled-fixed"
 		x.Data["kubeconfig"] = r.kubeconfig(t)
@@ -351,7 +376,23 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 		v, ok := s.courier.MetricValue(ctx, `courier_cluster_reachable{cluster="garbled-fixed"}`)
 		return ok && v == 1, nil
 	})
-	withinSpec(t, "and its replicas written", r.secretIn(fixed, "app", map[string][]byte{"v": []byte("value-1")}))
+	eventually(t, converge, "the name taken through the other cluster Secret is told", eventWith(s.src, "app", "ReplicaConflict", "in cluster garbled-fixed"))
+	held, err := r.client().CoreV1().Secrets(fixed).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, quiet, "neither undoes the other's replica", func(ctx context.Context) (bool, error) {
+		now, err := r.client().CoreV1().Secrets(fixed).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil && now.ResourceVersion == held.ResourceVersion, err
+	})
+	updateSecret(t, s.src, "app", func(x *corev1.Secret) { x.Annotations[keyReplicateToClusters] = keyCluster + "=garbled-fixed" })
+	withinSpec(t, "selected alone, the fixed cluster Secret's replicas replace the other's", func(ctx context.Context) (bool, error) {
+		now, err := r.client().CoreV1().Secrets(fixed).Get(ctx, "app", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && now.Annotations["courier.dev/target-cluster"] == "garbled-fixed", err
+	})
 	noValuesInEvents(t, s.courier.namespace)
 }
 
@@ -481,14 +522,17 @@ func TestHubLeaderKilledMidPropagationToAnotherCluster(t *testing.T) {
 	id := testID()
 	src := newNamespace(t, "src", nil)
 	lease := newNamespace(t, "courier-ha", nil)
-	const n = 30
+	const n = 60
 	var targets []string
 	for range n {
 		targets = append(targets, r.namespace(t, "dst", map[string]string{"test": id}))
 	}
 	createSecret(t, lease, "cluster-far", withLabel(keyCluster, "far"), withData("kubeconfig", string(r.kubeconfig(t))))
 	createSecret(t, src, "shared", withAnnotation(keyReplicateTo, "test="+id), withAnnotation(keyReplicateToClusters, "*"), withData("k", "one"))
-	args := []string{"--namespace=" + lease, "--source-namespaces=" + src, "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms"}
+	// 20 requests a second: the 60 writes of one change take 3 s, so the
+	// leader is killed amid them.
+	args := []string{"--namespace=" + lease, "--source-namespaces=" + src, "--lease-duration=6s", "--renew-deadline=2s", "--retry-period=500ms",
+		"--kube-api-qps=20", "--kube-api-burst=1"}
 	a := startCourier(t, args...)
 	eventually(t, 30*time.Second, "first courier leads", a.isLeader)
 	b := startCourier(t, args...)
@@ -501,7 +545,7 @@ func TestHubLeaderKilledMidPropagationToAnotherCluster(t *testing.T) {
 		}
 		return allOf(conds...)
 	}
-	eventually(t, 2*converge, "every replica there", all(one))
+	eventually(t, 4*converge, "every replica there", all(one))
 	eventually(t, converge, "the standby's caches of the other cluster are warm", func(ctx context.Context) (bool, error) {
 		v, ok := b.MetricValue(ctx, `courier_cluster_reachable{cluster="far"}`)
 		return ok && v == 1, nil
@@ -529,6 +573,9 @@ func TestHubLeaderKilledMidPropagationToAnotherCluster(t *testing.T) {
 		return false, nil
 	})
 	a.Signal(syscall.SIGKILL)
+	if done, _ := all(map[string][]byte{"k": []byte("two")})(t.Context()); done {
+		t.Fatal("the leader wrote every replica there before it was killed: nothing tested a kill mid-propagation")
+	}
 	eventually(t, 30*time.Second, "the standby leads and finishes the change there", all(map[string][]byte{"k": []byte("two")}))
 	consistently(t, quiet, "and it stays", all(map[string][]byte{"k": []byte("two")}))
 	writes := map[string]int{}

@@ -77,7 +77,8 @@ type dashboardStep struct {
 // shipped dashboard and alert rules are there to show — a replica written,
 // a change rolled out, a conflict, failed writes, reverts and a contested
 // fight, a restore, an invalid selector, a refused rollout, a flapping
-// input, a change halted between rollout waves, throttled work, a growing cache, a leader change, every process
+// input, a change halted between rollout waves, a replica written into
+// another cluster, throttled work, a growing cache, a leader change, every process
 // down, a Lease held by a process that does nothing, a watched namespace
 // courier may not list in — and checks after each
 // that every panel query meant to show it moves as it should (a rate or
@@ -277,6 +278,21 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 		moves: []panelMove{
 			{"Memory", 0, leader, growsBy(8 << 20)},
 			{"Memory", 1, leader, growsBy(16 << 20)},
+		},
+	}, {
+		name: "a replica written into another cluster",
+		drive: func(t *testing.T) {
+			r := startRemote(t)
+			ns := r.namespace(t, "far", map[string]string{"far": s.id})
+			addCluster(t, s.courier, r, "dash", nil)
+			createSecret(t, s.src, "far", withAnnotation(keyReplicateTo, "far="+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("k", "v"))
+			eventually(t, 30*time.Second, "replica in the other cluster", r.secretIn(ns, "far", map[string][]byte{"k": []byte("v")}))
+		},
+		moves: []panelMove{
+			{"Clusters reachable", 0, map[string]string{"cluster": "dash"}, reads(1)},
+			{"Replicas in other clusters by state", 0, map[string]string{"cluster": "dash", "state": "in_sync"}, growsBy(1)},
+			{"Replica writes by cluster", 0, map[string]string{"cluster": "dash", "operation": "create"}, fromBelow(0.01)},
+			{"Replication latency by cluster (p99)", 0, map[string]string{"cluster": "dash"}, fromBelow(1e-6)},
 		},
 	}, {
 		name:  "the leader killed",

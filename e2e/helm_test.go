@@ -131,6 +131,7 @@ func TestHelmChartRendersWhatManifestsInstall(t *testing.T) {
 		{"argo rollouts", []string{"--set=config.reloadResources={rollouts.argoproj.io}"}, []string{"e2e/testdata/overlays/argo-rollouts"}},
 		{"secrets store csi", []string{"--set=config.reloadCSI=true"}, []string{"e2e/testdata/overlays/secrets-store-csi"}},
 		{"namespace-scoped", []string{"--set=scope.namespaces={team-a,team-b}"}, []string{"e2e/testdata/scoped"}},
+		{"a cluster courier replicates into", []string{"--set=remoteCluster.enabled=true"}, []string{"manifests/remote-cluster"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			chart := withoutHelmLabels(helmTemplate(t, c.set...))

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -67,14 +66,12 @@ type RemoteHandler interface {
 	ClusterChanged(cluster string)
 }
 
-// Remote is one cluster courier replicates into.
+// Remote is one cluster courier replicates into: what one cluster Secret
+// says. Its fields are set before it is published and never change; what
+// changes (the Secret's labels, reachability) is read through its methods.
 type Remote struct {
 	// Name is its courier.dev/cluster label.
 	Name string
-	// Secret is the cluster Secret, its values left out (for Events).
-	Secret *corev1.Secret
-	// Labels are the cluster Secret's labels: what sources select it by.
-	Labels labels.Set
 	// Invalid, if set, says why the Secret cannot be used: nothing else
 	// below is set.
 	Invalid string
@@ -84,11 +81,30 @@ type Remote struct {
 	// caches.
 	Secrets, ConfigMaps, Namespaces cache.SharedIndexInformer
 
+	key     string // its cluster Secret's namespace/name
 	config  string // the kubeconfig's digest: a new one starts over
 	cancel  context.CancelFunc
 	mu      sync.Mutex
+	secret  *corev1.Secret   // the cluster Secret, its values left out (replaced whole, never changed)
 	refused map[string]error // what fails now, by informer
 	filled  bool             // every cache has listed once
+}
+
+// SecretObject is the cluster Secret without its values: what Events are
+// recorded on.
+func (c *Remote) SecretObject() *corev1.Secret {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secret
+}
+
+// Selected reports whether sel (a source's replicate-to-clusters) selects
+// the cluster by its Secret's labels.
+func (c *Remote) Selected(sel labels.Selector) bool {
+	if c.Invalid != "" {
+		return false
+	}
+	return sel.Matches(labels.Set(c.SecretObject().Labels))
 }
 
 // NewRemotes watches the Secrets of courier's namespace labelled
@@ -145,15 +161,39 @@ func (r *Remotes) Start(ctx context.Context) {
 }
 
 // Get is the cluster named name (nil: none, or its Secret is invalid).
+// When several cluster Secrets give one name, the oldest usable one is it.
 func (r *Remotes) Get(name string) *Remote {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.active(name)
+}
+
+// active is Get, under r.mu.
+func (r *Remotes) active(name string) *Remote {
+	var first *Remote
 	for _, c := range r.byKey {
-		if c.Name == name && c.Invalid == "" {
-			return c
+		if c.Name == name && c.Invalid == "" && (first == nil || older(c, first)) {
+			first = c
 		}
 	}
-	return nil
+	return first
+}
+
+// older orders cluster Secrets by creation, then by namespace/name.
+func older(a, b *Remote) bool {
+	t, u := a.secret.CreationTimestamp, b.secret.CreationTimestamp
+	return t.Before(&u) || t.Equal(&u) && a.key < b.key
+}
+
+// Shadowed returns the older cluster Secret that gives c's name to another
+// cluster ("" when c is the one Get returns, or is invalid).
+func (r *Remotes) Shadowed(c *Remote) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a := r.active(c.Name); a != nil && a != c && c.Invalid == "" {
+		return a.key
+	}
+	return ""
 }
 
 // List is every cluster Secret's cluster, by name, invalid ones included.
@@ -165,7 +205,7 @@ func (r *Remotes) List() []*Remote {
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
-		return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].Secret.Name < out[j].Secret.Name
+		return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].key < out[j].key
 	})
 	return out
 }
@@ -207,13 +247,15 @@ func (r *Remotes) apply(obj any) {
 	name, _ := clusters.NameOf(s)
 	digest := content.Hash(content.Entries(s))
 	shown := &corev1.Secret{TypeMeta: metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{
-		Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: s.Labels, CreationTimestamp: s.CreationTimestamp}}
+		Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: maps.Clone(s.Labels), CreationTimestamp: s.CreationTimestamp}}
 
 	r.mu.Lock()
 	old := r.byKey[key]
 	if old != nil && old.Name == name && old.config == digest && old.Invalid == "" {
 		// Relabelled only: the caches stay.
-		old.Labels, old.Secret = labels.Set(maps.Clone(s.Labels)), shown
+		old.mu.Lock()
+		old.secret = shown
+		old.mu.Unlock()
 		r.mu.Unlock()
 		r.changed(name)
 		return
@@ -221,44 +263,42 @@ func (r *Remotes) apply(obj any) {
 	if old != nil && old.cancel != nil {
 		old.cancel()
 	}
-	c := &Remote{Name: name, Secret: shown, Labels: labels.Set(maps.Clone(s.Labels)), config: digest, refused: map[string]error{}}
-	if other := r.named(name, key, s); other != "" {
-		c.Invalid = fmt.Sprintf("the cluster name %q is already taken by the cluster Secret %s, which is older; give this one another %s", name, other, wellknown.Cluster)
-	} else if cfg, err := clusters.Config(s); err != nil {
+	c := &Remote{Name: name, key: key, secret: shown, config: digest, refused: map[string]error{}}
+	if cfg, err := clusters.Config(s); err != nil {
 		c.Invalid = err.Error()
 	} else if err := r.build(c, cfg); err != nil {
-		c.Invalid = "its kubeconfig cannot be used: " + err.Error()
+		c.Invalid = "its kubeconfig cannot be used: " + clusters.Sanitize(err).Error()
 	}
 	r.byKey[key] = c
 	ctx := r.ctx
 	r.mu.Unlock()
 	if old != nil && old.Name != name {
-		r.gauge.DeleteLabelValues(old.Name)
+		r.gaugeOf(old.Name)
 		r.changed(old.Name)
 	}
-	r.gauge.WithLabelValues(name).Set(0)
 	if c.Invalid != "" {
 		r.logger.Warn("cluster Secret cannot be used; nothing is replicated into its cluster until it is fixed",
 			zap.String("secret", key), zap.String("cluster", name), zap.String("problem", c.Invalid))
 	} else if ctx != nil {
 		r.run(ctx, c)
 	}
+	r.gaugeOf(name)
 	r.changed(name)
 }
 
-// named returns the key of another, older cluster Secret that names cluster
-// name, if any (under r.mu).
-func (r *Remotes) named(name, key string, s *corev1.Secret) string {
-	for k, c := range r.byKey {
-		if k == key || c.Name != name {
-			continue
-		}
-		t, u := c.Secret.CreationTimestamp, s.CreationTimestamp
-		if t.Before(&u) || t.Equal(&u) && k < key {
-			return k
-		}
+// gaugeOf sets courier_cluster_reachable for the cluster name from what
+// Get gives now (none: the series goes).
+func (r *Remotes) gaugeOf(name string) {
+	c := r.Get(name)
+	if c == nil {
+		r.gauge.DeleteLabelValues(name)
+		return
 	}
-	return ""
+	if ok, _ := c.Reachable(); ok {
+		r.gauge.WithLabelValues(name).Set(1)
+	} else {
+		r.gauge.WithLabelValues(name).Set(0)
+	}
 }
 
 // build makes the cluster's client and caches.
@@ -329,6 +369,12 @@ func (r *Remotes) run(ctx context.Context, c *Remote) {
 // result records the answer to a list or watch of what in cluster c
 // (what "": its caches are filled), and says when c's reachability turns.
 func (r *Remotes) result(c *Remote, what string, err error) {
+	r.mu.Lock()
+	current := r.byKey[c.key] == c
+	r.mu.Unlock()
+	if !current {
+		return // its Secret changed or went: a late answer to the old caches
+	}
 	before, _ := c.Reachable()
 	c.mu.Lock()
 	switch {
@@ -344,11 +390,10 @@ func (r *Remotes) result(c *Remote, what string, err error) {
 	if before == after {
 		return
 	}
+	r.gaugeOf(c.Name)
 	if after {
-		r.gauge.WithLabelValues(c.Name).Set(1)
 		r.logger.Info("cluster reachable; its replicas are brought up to date", zap.String("cluster", c.Name))
 	} else {
-		r.gauge.WithLabelValues(c.Name).Set(0)
 		r.logger.Warn("cluster unreachable; courier retries with backoff and deletes nothing meanwhile", zap.String("cluster", c.Name), zap.String("why", why))
 	}
 	r.changed(c.Name)
@@ -358,12 +403,6 @@ func (r *Remotes) remove(key string) {
 	r.mu.Lock()
 	c := r.byKey[key]
 	delete(r.byKey, key)
-	var taken bool
-	if c != nil {
-		for _, o := range r.byKey {
-			taken = taken || o.Name == c.Name
-		}
-	}
 	r.mu.Unlock()
 	if c == nil {
 		return
@@ -371,9 +410,7 @@ func (r *Remotes) remove(key string) {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	if !taken {
-		r.gauge.DeleteLabelValues(c.Name)
-	}
+	r.gaugeOf(c.Name)
 	r.logger.Info("cluster Secret deleted: courier no longer replicates into its cluster, and leaves what it wrote there as it is", zap.String("secret", key), zap.String("cluster", c.Name))
 	r.changed(c.Name)
 }
@@ -383,6 +420,3 @@ func (r *Remotes) changed(name string) {
 		r.handler.ClusterChanged(name)
 	}
 }
-
-// UID of the cluster Secret, for what is told once about it.
-func (c *Remote) UID() types.UID { return c.Secret.UID }

@@ -2,8 +2,10 @@ package replicator
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/courier-k8s/courier/internal/metrics"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -21,13 +23,16 @@ type replicatorMetrics struct {
 	writes, conflicts, reverts, syncErrors, invalidSelectors *prometheus.CounterVec
 	invalidAnnotations                                       *prometheus.CounterVec
 	latency                                                  *prometheus.HistogramVec
+	// Of replicas in other clusters (remote.go), by cluster.
+	clusterWrites  *prometheus.CounterVec
+	clusterLatency *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 	const sub = "replicator"
 	m := &replicatorMetrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "writes_total",
-			Help: "Replica writes to the API, by kind, operation (create, update, delete, recreate, pull) and cluster (\"\": this one; else the cluster Secret's name)."}, []string{"kind", "operation", "cluster"}),
+			Help: "Replica writes to the API, by kind and operation (create, update, delete, recreate, pull)."}, []string{"kind", "operation"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "conflicts_total",
 			Help: "Times a replica could not be written because an object courier does not own, or an older source's replica, holds the name."}, []string{"kind"}),
 		reverts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reverts_total",
@@ -39,24 +44,52 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 		invalidAnnotations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "invalid_annotations_total",
 			Help: "Times a source's courier.dev/replicate-keys, copy-labels or copy-annotations was found invalid, by kind and annotation."}, []string{"kind", "annotation"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "replication_latency_seconds",
-			Help:    "Time from seeing a source change to writing a replica for it, by kind and cluster (\"\": this one).",
-			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"kind", "cluster"}),
+			Help:    "Time from seeing a source change to writing a replica for it.",
+			Buckets: latencyBuckets}, []string{"kind"}),
+		clusterWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "cluster_writes_total",
+			Help: "Writes of replicas in other clusters (courier.dev/replicate-to-clusters), by cluster (its cluster Secret's name), kind and operation (create, update, delete, recreate)."}, []string{"cluster", "kind", "operation"}),
+		clusterLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "cluster_replication_latency_seconds",
+			Help:    "Time from seeing a source change to writing its replica in another cluster, by cluster and kind.",
+			Buckets: latencyBuckets}, []string{"cluster", "kind"}),
 	}
-	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.invalidAnnotations, m.latency, stateCollector{states})
+	states.remote = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "cluster_replicas",
+		Help: "Replicas courier is responsible for in other clusters, by cluster (its cluster Secret's name), kind and state (in_sync, conflict, error, contested); only what there is, on the leader."}, []string{"cluster", "kind", "state"})
+	reg.MustRegister(m.writes, m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors, m.invalidAnnotations, m.latency, m.clusterWrites, m.clusterLatency, states.remote, stateCollector{states})
 	kinds := []string{kindSecret, kindConfigMap}
-	metrics.Zero(m.writes, kinds, []string{opCreate, opUpdate, opDelete, opRecreate, opPull}, []string{""})
+	metrics.Zero(m.writes, kinds, []string{opCreate, opUpdate, opDelete, opRecreate, opPull})
 	for _, v := range []*prometheus.CounterVec{m.conflicts, m.reverts, m.syncErrors, m.invalidSelectors} {
 		metrics.Zero(v, kinds)
 	}
 	metrics.Zero(m.invalidAnnotations, kinds, []string{wellknown.ReplicateKeys, wellknown.CopyLabels, wellknown.CopyAnnotations})
-	metrics.ZeroHistogram(m.latency, kinds, []string{""})
+	metrics.ZeroHistogram(m.latency, kinds)
 	return m
 }
 
+var latencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// observeWrite counts a replica write of pair k and its latency since seen
+// (zero: unknown).
+func (m *replicatorMetrics) observeWrite(k key, op string, took time.Duration, seen bool) {
+	if k.Cluster != "" {
+		m.clusterWrites.WithLabelValues(k.Cluster, k.Kind, op).Inc()
+		if seen {
+			m.clusterLatency.WithLabelValues(k.Cluster, k.Kind).Observe(took.Seconds())
+		}
+		return
+	}
+	m.writes.WithLabelValues(k.Kind, op).Inc()
+	if seen {
+		m.latency.WithLabelValues(k.Kind).Observe(took.Seconds())
+	}
+}
+
 // states is the last outcome of every pair that should hold a replica.
+// Those of pairs in other clusters are also counted, as they change, in
+// courier_replicator_cluster_replicas (only what there is).
 type states struct {
-	mu sync.Mutex
-	m  map[key]string
+	mu     sync.Mutex
+	m      map[key]string
+	remote *prometheus.GaugeVec // nil until newMetrics
 }
 
 func (s *states) set(k key, err error) {
@@ -72,13 +105,42 @@ func (s *states) setConflict(k key) { s.put(k, StateConflict) }
 func (s *states) put(k key, state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.count(k, -1)
 	s.m[k] = state
+	s.count(k, 1)
 }
 
 func (s *states) forget(k key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.count(k, -1)
 	delete(s.m, k)
+}
+
+// count adds d to the count of k's state, if k is in another cluster and
+// has one (under mu); a count back at 0 goes.
+func (s *states) count(k key, d float64) {
+	st, ok := s.m[k]
+	if k.Cluster == "" || !ok || s.remote == nil {
+		return
+	}
+	g := s.remote.WithLabelValues(k.Cluster, k.Kind, st)
+	g.Add(d)
+	if m := (&dto.Metric{}); g.Write(m) == nil && m.GetGauge().GetValue() <= 0 {
+		s.remote.DeleteLabelValues(k.Cluster, k.Kind, st)
+	}
+}
+
+// forgetCluster forgets the states of every pair in cluster, which is gone.
+func (s *states) forgetCluster(cluster string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.m {
+		if k.Cluster == cluster {
+			s.count(k, -1)
+			delete(s.m, k)
+		}
+	}
 }
 
 // reset forgets every state, at the end of a term.
@@ -86,20 +148,26 @@ func (s *states) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m = map[key]string{} // a new map: Go maps never shrink
+	if s.remote != nil {
+		s.remote.Reset()
+	}
 }
 
-func (s *states) counts() map[[3]string]int {
+// counts are this cluster's states, by kind and state.
+func (s *states) counts() map[[2]string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[[3]string]int{}
+	out := map[[2]string]int{}
 	for k, st := range s.m {
-		out[[3]string{k.Kind, st, k.Cluster}]++
+		if k.Cluster == "" {
+			out[[2]string{k.Kind, st}]++
+		}
 	}
 	return out
 }
 
 var replicasDesc = prometheus.NewDesc(metrics.Namespace+"_replicator_replicas",
-	"Replicas courier is responsible for, by kind, state (in_sync, conflict, error, contested) and cluster (\"\": this one; else the cluster Secret's name); 0 on a standby, and dropped at once by a leader that loses its Lease.", []string{"kind", "state", "cluster"}, nil)
+	"Replicas courier is responsible for, by kind and state (in_sync, conflict, error, contested); 0 on a standby, and dropped at once by a leader that loses its Lease.", []string{"kind", "state"}, nil)
 
 // stateCollector reports states at scrape time, always with every
 // kind/state pair so dashboards see zeros rather than gaps.
@@ -111,12 +179,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.s.counts()
 	for _, kind := range []string{kindSecret, kindConfigMap} {
 		for _, st := range []string{StateInSync, StateConflict, StateError, StateContested} {
-			k := [3]string{kind, st, ""}
-			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(counts[k]), kind, st, "")
-			delete(counts, k)
+			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(counts[[2]string{kind, st}]), kind, st)
 		}
-	}
-	for k, n := range counts { // other clusters': only what is there
-		ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
 }

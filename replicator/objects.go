@@ -102,9 +102,10 @@ func isTrue(b *bool) bool { return b != nil && *b }
 
 // replicaMeta is a replica's metadata: what is not courier's is kept from
 // existing (nil for a new replica); courier's own keys and the metadata
-// copied from the source are set. sourceCluster is the cluster the source
-// is in, for a replica in another cluster ("" in the source's own).
-func replicaMeta(src metav1.Object, namespace, installation, sourceCluster string, want replica.Want, existing metav1.Object) metav1.ObjectMeta {
+// copied from the source are set. sourceCluster and targetCluster name the
+// cluster the source is in and the one the replica is written into, for a
+// replica in another cluster ("" in the source's own).
+func replicaMeta(src metav1.Object, namespace, installation, sourceCluster, targetCluster string, want replica.Want, existing metav1.Object) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: src.GetName(), Namespace: namespace}
 	labels := map[string]string{}
 	annotations := map[string]string{}
@@ -130,8 +131,10 @@ func replicaMeta(src metav1.Object, namespace, installation, sourceCluster strin
 	annotations[wellknown.ContentHash] = replica.Stamp(want.Hash, want.Via, want.Copied)
 	annotations[wellknown.Installation] = installation
 	delete(annotations, wellknown.SourceCluster)
+	delete(annotations, wellknown.TargetCluster)
 	if sourceCluster != "" {
 		annotations[wellknown.SourceCluster] = sourceCluster
+		annotations[wellknown.TargetCluster] = targetCluster
 	}
 	m.Labels, m.Annotations = labels, annotations
 	return m

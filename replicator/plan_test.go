@@ -21,11 +21,11 @@ const testInstallation = "courier-system"
 func TestPlanPair(t *testing.T) {
 	const ref, hash = "platform/db", "h2"
 	ours := func(stamped string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, "", replica.Want{Hash: stamped}, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, "", "", replica.Want{Hash: stamped}, nil)
 		return &m
 	}
 	theirs := func(owner string) metav1.Object {
-		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, "", replica.Want{Hash: hash}, nil)
+		m := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, "", "", replica.Want{Hash: hash}, nil)
 		m.Annotations[wellknown.Source] = owner
 		return &m
 	}
@@ -153,8 +153,8 @@ func TestPlanPair(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	const ref, hash = "platform/db", "h"
-	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, "", replica.Want{Hash: hash}, nil)
-	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, "", replica.Want{Hash: hash}, nil)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, "", "", replica.Want{Hash: hash}, nil)
+	other := replicaMeta(&metav1.ObjectMeta{Namespace: "other", Name: "db"}, "prod", testInstallation, "", "", replica.Want{Hash: hash}, nil)
 	tests := []struct {
 		name    string
 		obj     metav1.Object
@@ -246,7 +246,7 @@ func TestAnUpdatedReplicaKeepsWhatOthersPutInItsMetadata(t *testing.T) {
 	owners := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: "p-uid"}}
 	existing := objmeta.From(&metav1.ObjectMeta{Name: "db", Namespace: "prod", UID: "6f1c2b9e-0d3a-4c55-9f8e-1a2b3c4d5e6f", ResourceVersion: "7",
 		Finalizers: []string{"backup.example.com/keep"}, OwnerReferences: owners, Labels: map[string]string{"team": "a"}}, true)
-	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, "", replica.Want{Hash: "h"}, &existing)
+	m := replicaMeta(&metav1.ObjectMeta{Namespace: "platform", Name: "db"}, "prod", testInstallation, "", "", replica.Want{Hash: "h"}, &existing)
 	if diff := cmp.Diff([]string{"backup.example.com/keep"}, m.Finalizers); diff != "" {
 		t.Errorf("finalizers (-want +got):\n%s", diff)
 	}

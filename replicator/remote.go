@@ -23,7 +23,7 @@ import (
 
 // remoteWriteTimeout bounds one pair's writes into another cluster: a
 // cluster that stops answering mid-write holds one worker no longer.
-const remoteWriteTimeout = 30 * time.Second
+const remoteWriteTimeout = 10 * time.Second
 
 var (
 	// errNoCluster: the pair's cluster has no usable cluster Secret (gone,
@@ -148,7 +148,7 @@ func (c *Controller) fanOutToClusters(k key, f *facts, seen time.Time) {
 		return
 	}
 	for _, in := range c.opts.Clusters.List() {
-		if in.Invalid != "" || !f.clusters.Matches(in.Labels) {
+		if !in.Selected(f.clusters) || c.opts.Clusters.Shadowed(in) != "" {
 			continue
 		}
 		if ok, _ := in.Reachable(); !ok {
@@ -174,18 +174,21 @@ func (c *Controller) enqueueRemoteReplicas(k key, seen time.Time) {
 		}
 		objs, _ := remoteObjects(in, k.Kind).GetIndexer().ByIndex(informers.ReplicasBySource, k.sourceRef())
 		for _, obj := range objs {
-			if m, err := meta.Accessor(obj); err == nil && c.wroteInto(m) {
+			if m, err := meta.Accessor(obj); err == nil && c.wroteInto(m, in.Name) {
 				c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: m.GetNamespace(), Cluster: in.Name}, seen)
 			}
 		}
 	}
 }
 
-// wroteInto reports whether m, in another cluster, names this cluster as its
-// source's (one made by another cluster's courier is not this one's to sync).
-func (c *Controller) wroteInto(m metav1.Object) bool {
+// wroteInto reports whether m, in the cluster named cluster, was written
+// there by this cluster's courier through that cluster Secret (one made by
+// another cluster's courier, or through another cluster Secret reaching
+// the same cluster, is not this one's to sync).
+func (c *Controller) wroteInto(m metav1.Object, cluster string) bool {
 	v, ok := objmeta.Annotation(m, wellknown.SourceCluster)
-	return ok && v == c.opts.ClusterName
+	t, _ := objmeta.Annotation(m, wellknown.TargetCluster)
+	return ok && v == c.opts.ClusterName && t == cluster
 }
 
 // RemoteObject is told of a replica added, changed or deleted in cluster
@@ -194,7 +197,7 @@ func (c *Controller) wroteInto(m metav1.Object) bool {
 func (c *Controller) RemoteObject(cluster, kind string, m metav1.Object) {
 	now := c.clock.Now()
 	ns := m.GetNamespace()
-	if src, ok := objmeta.Annotation(m, wellknown.Source); ok && c.wroteInto(m) {
+	if src, ok := objmeta.Annotation(m, wellknown.Source); ok && c.wroteInto(m, cluster) {
 		if srcNS, name, err := cache.SplitMetaNamespaceKey(src); err == nil && srcNS != "" {
 			c.enqueue(key{Kind: kind, Namespace: srcNS, Name: name, Target: ns, Cluster: cluster}, now)
 		}
@@ -262,6 +265,7 @@ func (c *Controller) syncCluster(k key) error {
 	}
 	in := c.cluster(k.Cluster)
 	if in == nil {
+		c.states.forgetCluster(k.Cluster) // its pairs forget theirs as they come; none may be left
 		return nil
 	}
 	if ok, _ := in.Reachable(); !ok {
@@ -276,7 +280,7 @@ func (c *Controller) syncCluster(k key) error {
 			}
 			objs, _ := idx.ByIndex(informers.ReplicasBySource, ref)
 			for _, obj := range objs {
-				if m, err := meta.Accessor(obj); err == nil && c.wroteInto(m) {
+				if m, err := meta.Accessor(obj); err == nil && c.wroteInto(m, in.Name) {
 					c.enqueue(key{Kind: kind, Namespace: srcNS, Name: name, Target: m.GetNamespace(), Cluster: in.Name}, now)
 				}
 			}
@@ -288,12 +292,17 @@ func (c *Controller) syncCluster(k key) error {
 // tellCluster says on its cluster Secret what is wrong with it, once per
 // cause, and when a cluster said unreachable answers again.
 func (c *Controller) tellCluster(in *informers.Remote) {
-	uid := in.Secret.UID
-	if in.Invalid != "" {
-		msg := fmt.Sprintf("the cluster Secret %s/%s cannot be used: %s. Nothing is replicated into the cluster %s until it is fixed; other clusters are not held up",
-			in.Secret.Namespace, in.Secret.Name, in.Invalid, in.Name)
+	obj := in.SecretObject()
+	uid := obj.UID
+	problem := in.Invalid
+	if older := c.opts.Clusters.Shadowed(in); older != "" {
+		problem = fmt.Sprintf("the cluster name %q is already given by the cluster Secret %s, which is older; give this one another %s", in.Name, older, wellknown.Cluster)
+	}
+	if problem != "" {
+		msg := fmt.Sprintf("the cluster Secret %s/%s cannot be used: %s. Nothing is replicated through it until it is fixed; other clusters are not held up",
+			obj.Namespace, obj.Name, problem)
 		if c.tellOnce(uid, msg) {
-			c.recorder.Event(in.Secret, corev1.EventTypeWarning, wellknown.ReasonClusterInvalid, msg)
+			c.recorder.Event(obj, corev1.EventTypeWarning, wellknown.ReasonClusterInvalid, msg)
 		}
 		return
 	}
@@ -304,14 +313,14 @@ func (c *Controller) tellCluster(in *informers.Remote) {
 		was := c.told[uid]
 		c.mu.Unlock()
 		if was != "" && was != clusterReachable && c.tellOnce(uid, clusterReachable) {
-			c.recorder.Event(in.Secret, corev1.EventTypeNormal, wellknown.ReasonClusterReachable,
+			c.recorder.Event(obj, corev1.EventTypeNormal, wellknown.ReasonClusterReachable,
 				fmt.Sprintf("the cluster %s answers again; what changed meanwhile is written there once", in.Name))
 		}
 	case in.Failing():
 		msg := fmt.Sprintf("the cluster %s cannot be reached: %s. courier retries with backoff and deletes nothing meanwhile, there or here; check the kubeconfig's server and credentials, and that the RBAC of manifests/remote-cluster is bound there", in.Name, why)
 		if c.tellOnce(uid, msg) {
 			c.logger.Warn("cluster unreachable", zap.String("cluster", in.Name), zap.String("why", why))
-			c.recorder.Event(in.Secret, corev1.EventTypeWarning, wellknown.ReasonClusterUnreachable, msg)
+			c.recorder.Event(obj, corev1.EventTypeWarning, wellknown.ReasonClusterUnreachable, msg)
 		}
 	}
 }

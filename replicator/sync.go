@@ -157,7 +157,7 @@ func (c *Controller) decide(src *item, ns *corev1.Namespace, in *informers.Remot
 	}
 	// In another cluster, a namespace named like the source's is another
 	// namespace: it may receive the replica.
-	if in != nil && f.clusters != nil && f.clusters.Matches(in.Labels) && replica.Eligible(ns, "", c.opts.ExcludeNamespaces) && f.targets.Matches(ns) {
+	if in != nil && f.clusters != nil && in.Selected(f.clusters) && replica.Eligible(ns, "", c.opts.ExcludeNamespaces) && f.targets.Matches(ns) {
 		return ensure
 	}
 	return remove
@@ -169,7 +169,7 @@ func (c *Controller) identity(in *informers.Remote) string {
 	if in == nil {
 		return c.opts.Installation
 	}
-	return replica.Identity(c.opts.Installation, c.opts.ClusterName)
+	return replica.Identity(c.opts.Installation, c.opts.ClusterName, in.Name)
 }
 
 // claimant returns the source that should own the replica named name in ns:
@@ -388,7 +388,7 @@ func (c *Controller) syncPairAt(ctx context.Context, k key, seen time.Time, o *o
 func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *objects, src *item, pl place, f pairFacts, p plan) error {
 	existing := pl.existing
 	meta := func(existing metav1.Object) metav1.ObjectMeta {
-		return replicaMeta(src.meta, k.Target, c.opts.Installation, pl.sourceCluster, f.Want, existing)
+		return replicaMeta(src.meta, k.Target, c.opts.Installation, pl.sourceCluster, k.Cluster, f.Want, existing)
 	}
 	if p.action == create {
 		err := c.write(k, seen, opCreate, func() error {
@@ -630,10 +630,7 @@ func (c *Controller) write(k key, seen time.Time, op string, do func() error) er
 		}
 		return fmt.Errorf("%s replica of %s %s in namespace %s: %w", op, k.Kind, k.sourceRef(), k.where(), err)
 	}
-	c.metrics.writes.WithLabelValues(k.Kind, op, k.Cluster).Inc()
-	if !seen.IsZero() {
-		c.metrics.latency.WithLabelValues(k.Kind, k.Cluster).Observe(c.clock.Now().Sub(seen).Seconds())
-	}
+	c.metrics.observeWrite(k, op, c.clock.Now().Sub(seen), !seen.IsZero())
 	c.logger.Debug("replica written", zap.Stringer("pair", k), zap.String("op", op))
 	return nil
 }

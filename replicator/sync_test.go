@@ -112,7 +112,7 @@ func TestTampered(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, "", tt.want, nil)}
+			s := &corev1.Secret{ObjectMeta: replicaMeta(&metav1.ObjectMeta{Namespace: "p", Name: "s"}, "t", testInstallation, "", "", tt.want, nil)}
 			tt.change(s)
 			if got := replica.Tampered(s, "h1", "p/s"); got != tt.tamper {
 				t.Errorf("Tampered = %v, want %v", got, tt.tamper)
@@ -210,7 +210,7 @@ func sourceSecret(selector string, data map[string]string) *corev1.Secret {
 func replicaOf(src *corev1.Secret, target string) *corev1.Secret {
 	var entries = content.Entries(src)
 	return &corev1.Secret{
-		ObjectMeta: replicaMeta(src, target, testInstallation, "", replica.Want{Hash: content.Hash(entries)}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
+		ObjectMeta: replicaMeta(src, target, testInstallation, "", "", replica.Want{Hash: content.Hash(entries)}, &metav1.ObjectMeta{UID: "r-uid", ResourceVersion: "7"}),
 		Type:       src.Type, Data: src.Data,
 	}
 }
@@ -319,7 +319,7 @@ func TestDeletedNamespaceDropsItsReplicaState(t *testing.T) {
 	if err := f.c.syncPair(t.Context(), pair("prod")); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.c.states.counts()[[3]string{kindSecret, StateInSync, ""}]; got != 1 {
+	if got := f.c.states.counts()[[2]string{kindSecret, StateInSync}]; got != 1 {
 		t.Fatalf("in_sync = %d before the namespace goes, want 1", got)
 	}
 	if err := f.inf.Namespaces.Informer().GetIndexer().Delete(ns("prod", nil)); err != nil {
@@ -448,7 +448,7 @@ func TestSyncPairReplicatesAConfigMap(t *testing.T) {
 		t.Fatalf("no ConfigMap created; writes %v", f.writes())
 	}
 	hash := content.Hash(content.Entries(src))
-	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", testInstallation, "", replica.Want{Hash: hash}, nil), Data: src.Data, BinaryData: src.BinaryData}
+	want := &corev1.ConfigMap{ObjectMeta: replicaMeta(src, "prod", testInstallation, "", "", replica.Want{Hash: hash}, nil), Data: src.Data, BinaryData: src.BinaryData}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created replica (-want +got):\n%s", diff)
 	}
@@ -466,7 +466,7 @@ func TestAnOlderSourceWithAnInvalidSelectorKeepsItsReplica(t *testing.T) {
 	if got := f.writes(); got != nil {
 		t.Errorf("the younger source wrote %v over the older's replica", got)
 	}
-	if got := f.c.states.counts()[[3]string{kindSecret, StateConflict, ""}]; got != 1 {
+	if got := f.c.states.counts()[[2]string{kindSecret, StateConflict}]; got != 1 {
 		t.Errorf("conflicts = %d, want 1", got)
 	}
 }

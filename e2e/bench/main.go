@@ -54,6 +54,7 @@ type options struct {
 	limits     string
 	kcm        string
 	chart      string
+	cross      string
 }
 
 // gcCPU is the Go runtime's estimate of the CPU its garbage collector took.
@@ -95,6 +96,7 @@ func main() {
 	flag.StringVar(&o.limits, "controlplane-memory-limits", "", "GOMEMLIMIT per control-plane component, e.g. kube-apiserver=8GiB,kube-controller-manager=3GiB (never courier's)")
 	flag.StringVar(&o.chart, "chart-limits", "", "run courier under the memory limits of this chart values file (charts/courier/values.yaml): GOMEMLIMIT=goMemLimit in a memory cgroup of resources.limits.memory, as a pod; needs root and a writable cgroup hierarchy")
 	flag.StringVar(&o.kcm, "controllers", "", "kube-controller-manager's --controllers (empty: every default one)")
+	flag.StringVar(&o.cross, "clusters", "3x100", "scenario 7: KxM, one source into M namespaces of each of K other clusters (each a control plane of its own); empty: none")
 	startFloorOf := flag.String("start-floor", "", "instead of running: measure scenario 1's floor (a bare client filling courier's caches) -repeats times on the cluster of this kubeconfig")
 	verdictsOf := flag.String("verdicts", "", "instead of running: judge each target over the results of these runs (comma-separated JSON files)")
 	rejudge := flag.String("rejudge", "", "instead of running: judge the repetitions in these results (comma-separated JSON files) again by the current rule, in place; the measured values stay as they are")
@@ -215,6 +217,10 @@ func (r *results) problem(format string, args ...any) {
 func run(ctx context.Context, o options) error {
 	if o.binDir == "" {
 		return fmt.Errorf("-controlplane-bin is empty; build the control plane with `make controlplane`")
+	}
+	cs, err := parseCross(o.cross)
+	if err != nil {
+		return err
 	}
 	if err := os.RemoveAll(o.dir); err != nil {
 		return err
@@ -588,6 +594,15 @@ func run(ctx context.Context, o options) error {
 		if r.Limits.OOMKills > 0 {
 			r.problem("the kernel OOM-killed courier %d times under the chart's %d MiB limit", r.Limits.OOMKills, lim.LimitBytes>>20)
 		}
+	}
+
+	// 7: other clusters, after the memory of the steady state is read.
+	if cs.Clusters > 0 && cs.Namespaces > 0 {
+		s7, err := crossClusters(ctx, o, cs, client)
+		if err != nil {
+			return fmt.Errorf("scenario 7: %w", err)
+		}
+		r.Scenarios = append(r.Scenarios, s7)
 	}
 
 	report(os.Stdout, r)

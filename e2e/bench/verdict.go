@@ -24,6 +24,7 @@ type target struct {
 var targets = []target{
 	{name: "3a. one source update → all replicas, paired ratio to the floor alone", limit: 1.3, unit: "×", samples: pairedAlone("3a."), paired: true},
 	{name: "3b. → all consumers patched, paired ratio to the floor alone through the same debounce", limit: 1.5, unit: "×", samples: pairedAlone("3b."), paired: true},
+	{name: "7. one source update → its replicas in other clusters, paired ratio to a bare writer per cluster", limit: 1.3, unit: "×", samples: pairedAlone("7."), paired: true},
 	{name: "4. new namespace → 50 replicas", limit: 1, unit: " s", samples: func(r results) []float64 { return scenarioNamed(r, "4.").Stats.Samples }},
 	{name: "steady RSS", limit: 100, unit: " MiB", samples: func(r results) []float64 { return []float64{float64(r.Memory["steadyRssBytes"]) / (1 << 20)} }},
 	{name: "problems (write counts other than N + D, 0 on restart, 0 idle)", limit: 0, unit: "", samples: func(r results) []float64 { return []float64{float64(len(r.Problems))} }},

@@ -55,7 +55,7 @@ func Config(s *corev1.Secret) (*rest.Config, error) {
 	}
 	rc, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("its kubeconfig cannot be used: %w", sanitize(err))
+		return nil, fmt.Errorf("its kubeconfig cannot be used: %w", Sanitize(err))
 	}
 	return rc, nil
 }
@@ -87,9 +87,9 @@ func inline(cfg *clientcmdapi.Config) error {
 	return nil
 }
 
-// sanitize keeps an error's kind, never its text, when that text could
-// hold the kubeconfig's values.
-func sanitize(err error) error {
+// Sanitize keeps an error's kind, never its text, when that text could
+// hold the kubeconfig's values (a server URL with credentials in it, say).
+func Sanitize(err error) error {
 	return errors.New(strings.SplitN(err.Error(), ":", 2)[0])
 }
 

@@ -76,13 +76,15 @@ func Classify(installation, ref string, want Want, obj metav1.Object, objHash st
 // this installation's.
 //
 // A replica courier wrote into another cluster names the cluster its source
-// is in (courier.dev/source-cluster): only the installation that wrote it,
-// asking with Identity(installation, cluster), takes it for its own, and
+// is in (courier.dev/source-cluster) and the cluster it was written into
+// (courier.dev/target-cluster): only the installation that wrote it, asking
+// with Identity(installation, source, target), takes it for its own, and
 // never by default.
 func OwnerOf(m metav1.Object, installation string) (source string, managed bool) {
 	inst, named := objmeta.Annotation(m, wellknown.Installation)
 	if cluster, ok := objmeta.Annotation(m, wellknown.SourceCluster); ok {
-		inst, named = Identity(inst, cluster), true
+		target, _ := objmeta.Annotation(m, wellknown.TargetCluster)
+		inst, named = Identity(inst, cluster, target), true
 	}
 	if named && inst != installation || !named && strings.Contains(installation, "@") {
 		return "", false
@@ -95,13 +97,13 @@ func OwnerOf(m metav1.Object, installation string) (source string, managed bool)
 
 // Identity is what an installation of courier (its namespace) asks OwnerOf
 // and Classify with: itself for replicas in its own cluster; for replicas it
-// writes into another cluster, itself and the cluster its sources are in
-// (--cluster-name).
-func Identity(installation, sourceCluster string) string {
+// writes into another cluster, itself, the cluster its sources are in
+// (--cluster-name) and the name its cluster Secret gives the other cluster.
+func Identity(installation, sourceCluster, targetCluster string) string {
 	if sourceCluster == "" {
 		return installation
 	}
-	return installation + "@" + sourceCluster
+	return installation + "@" + sourceCluster + "/" + targetCluster
 }
 
 // Marked reports whether m is a replica of any installation: it names one,

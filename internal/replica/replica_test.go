@@ -15,16 +15,17 @@ func TestReplicasInAnotherClusterBelongToTheirWriterOnly(t *testing.T) {
 	marked := func(annotations map[string]string) metav1.Object {
 		return &metav1.ObjectMeta{Labels: map[string]string{wellknown.ManagedBy: wellknown.ManagedByValue, wellknown.Replica: "true"}, Annotations: annotations}
 	}
-	hub := Identity("courier", "hub")
+	hub := Identity("courier", "hub", "east")
 	for _, tt := range []struct {
 		name         string
 		obj          metav1.Object
 		installation string
 		managed      bool
 	}{
-		{"the hub's replica, to the hub", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "hub"}), hub, true},
-		{"the hub's replica, to the cluster's own courier", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "hub"}), "courier", false},
-		{"another hub's replica", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "other"}), hub, false},
+		{"the hub's replica, to the hub", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "hub", wellknown.TargetCluster: "east"}), hub, true},
+		{"the hub's replica, to the cluster's own courier", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "hub", wellknown.TargetCluster: "east"}), "courier", false},
+		{"another hub's replica", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "other", wellknown.TargetCluster: "east"}), hub, false},
+		{"the hub's replica written through another cluster Secret that reaches the same cluster", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier", wellknown.SourceCluster: "hub", wellknown.TargetCluster: "east-v2"}), hub, false},
 		{"the cluster's own replica, to the hub", marked(map[string]string{wellknown.Source: "a/b", wellknown.Installation: "courier"}), hub, false},
 		{"a replica naming no installation, to the hub", marked(map[string]string{wellknown.Source: "a/b"}), hub, false},
 		{"a replica naming no installation, in its own cluster", marked(map[string]string{wellknown.Source: "a/b"}), "courier", true},

@@ -59,8 +59,10 @@ func Clusters(ctx context.Context, client kubernetes.Interface, c Cluster, o Opt
 		}
 		cfg.Timeout = readTimeout
 		remote, err := kubernetes.NewForConfig(cfg)
-		if err == nil {
-			err = rc.count(ctx, remote, c, o, replica.Identity(o.Installation, hub), labels.Set(s.Labels))
+		if err != nil {
+			err = clusters.Sanitize(err)
+		} else {
+			err = rc.count(ctx, remote, c, o, replica.Identity(o.Installation, hub, name), labels.Set(s.Labels))
 		}
 		if err != nil {
 			rc.Error = "unreachable: " + err.Error()

@@ -94,6 +94,11 @@ const (
 	// --cluster-name of the cluster its source is in (docs/clusters.md).
 	// The cluster's own courier never takes such a replica for its own.
 	SourceCluster = Prefix + "source-cluster"
+	// TargetCluster (annotation, on a replica in another cluster): the
+	// name the cluster Secret it was written through gives that cluster;
+	// only that cluster Secret's replication takes it for its own, so two
+	// cluster Secrets that reach one cluster never undo each other.
+	TargetCluster = Prefix + "target-cluster"
 	// ReplicateToClusters (annotation, on a source): a label selector over
 	// the cluster Secrets in courier's namespace ("*": every one); the
 	// source's replicate-to selector is then also applied to the namespaces

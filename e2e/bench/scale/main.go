@@ -232,7 +232,7 @@ func run(root, bin, dir, sizeList, repeatList string, steady time.Duration, reus
 				"-namespaces=" + strconv.Itoa(n), "-secrets=" + strconv.Itoa(10*n), "-configmaps=" + strconv.Itoa(5*n),
 				"-helm-releases=" + strconv.Itoa(3*n/10), "-helm-bytes=" + strconv.Itoa(helmBytes),
 				"-deployments=" + strconv.Itoa(2*n), "-consumers=" + strconv.Itoa(n),
-				"-repeats=" + strconv.Itoa(rep), "-steady=" + steady.String(), "-floor-at-once=false",
+				"-repeats=" + strconv.Itoa(rep), "-steady=" + steady.String(), "-floor-at-once=false", "-clusters=",
 				// At 10,000 namespaces kube-apiserver's live heap is about 7 GB
 				// (every Secret decoded twice, Helm releases included):
 				// collected only at twice that, it outgrows a 24 GB machine.
