@@ -318,8 +318,9 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 	}
 	createSecret(t, s.courier.namespace, "cluster-bad-name", withLabel(keyCluster, "Not_A_Name"), withData("kubeconfig", string(r.kubeconfig(t))))
 	addCluster(t, s.courier, r, "good", nil)
-	// A newer Secret giving the same name: told, and ignored.
-	createSecret(t, s.courier.namespace, "cluster-dup", withLabel(keyCluster, "good"), withData("kubeconfig", string(r.kubeconfig(t))))
+	// A newer Secret giving the same name (or one created in the same
+	// second, whose namespace/name sorts after): told, and ignored.
+	createSecret(t, s.courier.namespace, "cluster-good-copy", withLabel(keyCluster, "good"), withData("kubeconfig", string(r.kubeconfig(t))))
 	createSecret(t, s.src, "app", withAnnotation(keyReplicateTo, "test="+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("v", "value-1"))
 	withinSpec(t, "the good cluster gets its replica", r.secretIn(prod, "app", map[string][]byte{"v": []byte("value-1")}))
 	for name, says := range map[string]string{
@@ -327,7 +328,7 @@ func TestClusterSecretProblemsAreToldAndHoldNothingUp(t *testing.T) {
 		"exec":      "exec credential plugin",
 		"tokenfile": "names a file",
 		"bad-name":  "not a valid cluster name",
-		"dup":       `cluster name "good" is already given by the cluster Secret ` + s.courier.namespace + "/cluster-good",
+		"good-copy": `cluster name "good" is already given by the cluster Secret ` + s.courier.namespace + "/cluster-good",
 	} {
 		eventually(t, converge, "cluster-"+name+" is told", eventWith(s.courier.namespace, "cluster-"+name, "ClusterInvalid", says))
 	}

@@ -285,6 +285,12 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 			r := startRemote(t)
 			ns := r.namespace(t, "far", map[string]string{"far": s.id})
 			addCluster(t, s.courier, r, "dash", nil)
+			// Its series start at 0 once the cluster is usable; a rate needs
+			// Prometheus to have seen that 0 before the first write.
+			eventually(t, 30*time.Second, "the cluster's series scraped at 0", func(ctx context.Context) (bool, error) {
+				v, err := prom.value(ctx, `sum(courier_replicator_cluster_writes_total{cluster="dash",operation="create"})`, nil)
+				return err == nil && v == 0, nil
+			})
 			createSecret(t, s.src, "far", withAnnotation(keyReplicateTo, "far="+s.id), withAnnotation(keyReplicateToClusters, "*"), withData("k", "v"))
 			eventually(t, 30*time.Second, "replica in the other cluster", r.secretIn(ns, "far", map[string][]byte{"k": []byte("v")}))
 		},

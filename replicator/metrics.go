@@ -65,6 +65,19 @@ func newMetrics(reg prometheus.Registerer, states *states) *replicatorMetrics {
 	return m
 }
 
+// zeroCluster gives a usable cluster's write and latency series their 0,
+// so the first write there shows as a rate; forgetCluster drops them when
+// it goes.
+func (m *replicatorMetrics) zeroCluster(cluster string) {
+	metrics.Zero(m.clusterWrites, []string{cluster}, []string{kindSecret, kindConfigMap}, []string{opCreate, opUpdate, opDelete, opRecreate})
+	metrics.ZeroHistogram(m.clusterLatency, []string{cluster}, []string{kindSecret, kindConfigMap})
+}
+
+func (m *replicatorMetrics) forgetCluster(cluster string) {
+	m.clusterWrites.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	m.clusterLatency.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
+
 var latencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
 // observeWrite counts a replica write of pair k and its latency since seen

@@ -266,8 +266,10 @@ func (c *Controller) syncCluster(k key) error {
 	in := c.cluster(k.Cluster)
 	if in == nil {
 		c.states.forgetCluster(k.Cluster) // its pairs forget theirs as they come; none may be left
+		c.metrics.forgetCluster(k.Cluster)
 		return nil
 	}
+	c.metrics.zeroCluster(k.Cluster)
 	if ok, _ := in.Reachable(); !ok {
 		return nil
 	}
