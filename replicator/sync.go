@@ -468,9 +468,13 @@ func (c *Controller) contested(k key, obj *item, ref, src string) bool {
 	}
 	if newly {
 		c.logger.Warn("object keeps being changed by another writer; backing off", zap.Stringer("key", k), zap.Duration("backoff", wait))
+		copyOf := "this copy of " + src
+		if k.Cluster != "" {
+			copyOf = fmt.Sprintf("the replica %s/%s in cluster %s", k.Target, k.Name, k.Cluster)
+		}
 		c.recorder.Event(obj.obj, corev1.EventTypeWarning, wellknown.ReasonReplicaContested, fmt.Sprintf(
-			"something keeps changing this copy of %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
-			src, wait, src))
+			"something keeps changing %s (more than 5 reverts in a minute); courier stops reverting for %s. Find the other writer and stop it, or change the source %s instead",
+			copyOf, wait, src))
 	}
 	c.queue.AddAfter(k, wait, time.Time{})
 	return true
