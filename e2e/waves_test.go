@@ -315,6 +315,28 @@ func TestAFailedWaveHaltsTheChangeUntilFixedOrReplaced(t *testing.T) {
 	}
 	noRollout(t, b, "api", 1)
 
+	// web moves while it stays failed (scaled up: for a moment its status
+	// is behind its spec, and it is not "failed" but "progressing"): the
+	// change stays halted until web is healthy, told once, counted once.
+	told := eventCount(t, b, "api", "ReloadHalted")
+	updateOnConflict(t, "scale "+a+"/web", func(ctx context.Context) error {
+		d, err := admin().AppsV1().Deployments(a).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To[int32](2)
+		_, err = admin().AppsV1().Deployments(a).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+	eventually(t, converge, "web's controller saw the new scale", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(a).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation, err
+	})
+	consistently(t, quiet, "the change stays halted, told once", func(ctx context.Context) (bool, error) {
+		v, _ := s.courier.MetricValue(ctx, "courier_reload_halted_changes")
+		return v == 1 && eventCount(t, b, "api", "ReloadHalted") == told, nil
+	})
+
 	// A restart: the halt is read again from the objects; nothing rolls out twice.
 	s.courier.Stop()
 	s.courier = startCourier(t, "--namespace="+s.courier.namespace, "--source-namespaces="+s.src, "--reload-debounce=200ms")

@@ -92,7 +92,8 @@ func (c *Controller) gather(ctx context.Context, k key, seen time.Time, waves bo
 	}
 	if d := comparison(f); d.action == rollOut {
 		if f.wave > 0 {
-			f.waveTimeout, f.waitingSince = c.opts.WaveTimeout, c.waiting.since(k, targetOf(verdict{d: &d}), f.now)
+			f.waveTimeout = c.opts.WaveTimeout
+			f.waitingSince, f.haltedBy = c.waiting.since(k, targetOf(verdict{d: &d}), f.now)
 			if err := c.gatherWaves(ctx, f, d.changed); err != nil {
 				return nil, err
 			}

@@ -90,6 +90,9 @@ type facts struct {
 	ahead        []ahead // the earlier waves' workloads not done with the change
 	waveTimeout  time.Duration
 	waitingSince time.Time // when this process first held it for a wave (now: not yet)
+	// haltedBy: the workloads whose health halted this change in this
+	// process, with that health; a halt holds until they are healthy.
+	haltedBy map[key]workload.Health
 
 	// The budget (budget.go): --reload-max-in-flight (0: none), and
 	// whether a slot is there for this rollout.

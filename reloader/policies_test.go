@@ -131,6 +131,20 @@ func TestPolicies(t *testing.T) {
 			f.wave, f.ahead = 1, []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Failed, since: policyNow.Add(-time.Minute)}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
 			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: its rollout failed. Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
+		{"halted by an earlier wave that reports progress again (scaled, say), not healthy: still halted, for the same reason", func(f *facts) {
+			f.wave, f.haltedBy = 1, map[key]workload.Health{db: workload.Failed}
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-time.Minute)}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
+			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: its rollout failed. Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
+		{"halted by an earlier wave that is healthy now (so no longer ahead): rolls out", func(f *facts) {
+			f.wave, f.haltedBy = 1, map[key]workload.Health{db: workload.Failed}
+		}, got{Policy: "roll out", Do: doRollOut}},
+		{"halted by one workload, another ahead now fails too: halted, by the first", func(f *facts) {
+			f.wave, f.haltedBy = 2, map[key]workload.Health{db: workload.Failed}
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-time.Minute)},
+				{input: "secret/a", key: key{Kind: workload.Deployment, Namespace: "other", Name: "web"}, wave: 1, health: workload.Failed, since: policyNow.Add(-time.Minute)}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
+			Message: "secret/a changed, but this workload (wave 2) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: its rollout failed. Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
 		{"an earlier wave not healthy within the timeout of its rollout: halted", func(f *facts) {
 			f.wave, f.waitingSince = 1, policyNow.Add(-11*time.Minute)
 			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-10 * time.Minute)}}

@@ -308,6 +308,14 @@ func waveGate(f *facts, d *decision) (verdict, bool) {
 			since = a.since
 		}
 		deadline := since.Add(f.waveTimeout)
+		if h, ok := f.haltedBy[a.key]; ok && !a.pending && a.health != workload.Healthy {
+			// It halted this change and is not healthy yet: still halted,
+			// for the same reason (its controller reporting progress
+			// again, a scale, is not a fix), so told once.
+			a.health = h
+			v.hold.halts = append(v.hold.halts, halt{input: a.input, by: a})
+			continue
+		}
 		switch {
 		case a.pending:
 		case a.health == workload.Failed, !f.now.Before(deadline):
@@ -407,14 +415,15 @@ type waiting struct {
 }
 
 type waitEntry struct {
-	on     []key
-	halts  []string  // the halted inputs, as InputKeys
-	slot   bool      // waits for the budget, not a wave
-	seen   time.Time // when the change was first seen (zero: not known)
-	target string    // the content it waits to roll out (its new baseline)
-	since  time.Time // when it began to wait for target
-	told   string
-	inputs map[string]bool // halted inputs already told of (an Event on each), for target
+	on       []key
+	halts    []string                // the halted inputs, as InputKeys
+	haltedBy map[key]workload.Health // the workloads that halt it, with their health then
+	slot     bool                    // waits for the budget, not a wave
+	seen     time.Time               // when the change was first seen (zero: not known)
+	target   string                  // the content it waits to roll out (its new baseline)
+	since    time.Time               // when it began to wait for target
+	told     string
+	inputs   map[string]bool // halted inputs already told of (an Event on each), for target
 }
 
 func newWaiting(reg prometheus.Registerer) *waiting {
@@ -459,8 +468,14 @@ func (w *waiting) set(k key, seen, now time.Time, v verdict) (news bool, newHalt
 	if !had || !seen.IsZero() {
 		e.seen = seen
 	}
-	e.on, e.halts, e.slot = v.hold.on, nil, v.hold.slot
+	e.on, e.halts, e.haltedBy, e.slot = v.hold.on, nil, nil, v.hold.slot
 	for _, h := range v.hold.halts {
+		if e.haltedBy == nil {
+			e.haltedBy = map[key]workload.Health{}
+		}
+		if _, ok := e.haltedBy[h.by.key]; !ok {
+			e.haltedBy[h.by.key] = h.by.health
+		}
 		ik := informers.InputKey(inputs.RefOf(h.input).Kind, k.Namespace, inputs.RefOf(h.input).Name)
 		e.halts = append(e.halts, ik)
 		if !e.inputs[ik] {
@@ -531,14 +546,14 @@ func (w *waiting) waitingOn(k key) map[key]time.Time {
 }
 
 // since is when workload k began to wait in this process for the content
-// target (now: not yet).
-func (w *waiting) since(k key, target string, now time.Time) time.Time {
+// target (now: not yet), and the workloads that halt that wait.
+func (w *waiting) since(k key, target string, now time.Time) (time.Time, map[key]workload.Health) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.m[k]; ok && e.target == target {
-		return e.since
+		return e.since, e.haltedBy
 	}
-	return now
+	return now, nil
 }
 
 // forgetKind drops the entries of workloads of kind (no longer reloaded).

@@ -91,3 +91,25 @@ func TestWaitingTellsOnce(t *testing.T) {
 		t.Errorf("after the term: gauges %v, waiting %v", n, w.waitingOn(db))
 	}
 }
+
+// TestWaitingRemembersWhatHaltsItForItsChangeOnly: since gives the
+// workloads that halted a wait (with their health then) for the same
+// change, and none for a newer one or once it is no longer halted.
+func TestWaitingRemembersWhatHaltsItForItsChangeOnly(t *testing.T) {
+	w := newWaiting(prometheus.NewRegistry())
+	now := time.Now()
+	a := key{Kind: workload.Deployment, Namespace: "a", Name: "app"}
+	d := &decision{baseline: baseline{"secret/ca": "2"}}
+	halted := verdict{d: d, message: "halted by db", hold: &hold{on: []key{db}, halts: []halt{{input: "secret/ca", by: ahead{key: db, health: workload.Failed}}}}}
+	w.set(a, now, now, halted)
+	if _, by := w.since(a, targetOf(halted), now.Add(time.Second)); !cmp.Equal(by, map[key]workload.Health{db: workload.Failed}) {
+		t.Errorf("halted by %v, want db, failed", by)
+	}
+	if since, by := w.since(a, "another change", now.Add(time.Second)); by != nil || !since.Equal(now.Add(time.Second)) {
+		t.Errorf("a newer change: halted by %v since %v, want nothing, now", by, since)
+	}
+	w.set(a, now, now, verdict{d: d, message: "waiting for db", hold: &hold{on: []key{db}}})
+	if _, by := w.since(a, targetOf(halted), now); by != nil {
+		t.Errorf("no longer halted: halted by %v, want nothing", by)
+	}
+}
