@@ -223,7 +223,7 @@ func (s *suite) run(ctx context.Context, shards int, runRE, compatRE, compatMino
 					return dir, <-compatErr
 				}
 			},
-			env: []string{"COURIER_E2E_KUBERNETES_MINOR=" + compatMinor}})
+			env: []string{"COURIER_E2E_KUBERNETES_MINOR=" + compatMinor, "COURIER_E2E_COMPAT_SMOKE=1"}})
 	}
 
 	total := 0
