@@ -1,6 +1,9 @@
 package workers
 
 import (
+	"fmt"
+	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -17,5 +20,43 @@ func TestKeepsTheEarliestAndTakeEndsTheWait(t *testing.T) {
 	}
 	if _, ok := p.Take("k"); ok {
 		t.Errorf("a second Take still found the key")
+	}
+}
+
+// TestAnEmptiedPendingHoldsNoRoomForItsPeak: after a burst of keys, all
+// taken, the heap holds no room for them (a Go map never shrinks by
+// itself), and a map that stayed small is kept.
+func TestAnEmptiedPendingHoldsNoRoomForItsPeak(t *testing.T) {
+	type pair struct{ Kind, Namespace, Name, Target, Cluster string }
+	p := NewPending[pair]()
+	keys := make([]pair, 100000)
+	for i := range keys {
+		keys[i] = pair{"Secret", "platform", "ca", fmt.Sprintf("tenant-%05d", i), ""}
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for _, k := range keys {
+		p.Remember(k, time.Unix(1, 0))
+	}
+	full := heap()
+	for _, k := range keys {
+		p.Take(k)
+	}
+	emptied := heap()
+	runtime.KeepAlive(keys)
+	t.Logf("heap: %d KiB, with 100,000 keys %d KiB, all taken %d KiB", before>>10, full>>10, emptied>>10)
+	if grew := int64(emptied) - int64(before); grew > 64<<10 {
+		t.Errorf("all keys taken, the heap still holds %d KiB more than before them", grew>>10)
+	}
+	small := p.m
+	p.Remember(keys[0], time.Unix(1, 0))
+	p.Take(keys[0])
+	if len(p.m) != 0 || reflect.ValueOf(p.m).UnsafePointer() != reflect.ValueOf(small).UnsafePointer() {
+		t.Error("a map that held one key was made anew")
 	}
 }
