@@ -136,6 +136,12 @@ func TestPolicies(t *testing.T) {
 			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, health: workload.Progressing, since: policyNow.Add(-time.Minute)}}
 		}, got{Policy: "wave", Do: doKeepPending, Skip: skipHalted, Event: wellknown.ReasonReloadHalted, EventType: corev1.EventTypeWarning,
 			Message: "secret/a changed, but this workload (wave 1) is held: the change is halted because Deployment other/db, of wave 0, is not healthy: its rollout failed. Fix it or roll it back: once it is healthy the later waves go on by themselves; or change secret/a again, and the new content starts again at wave 0"}},
+		{"halted by an earlier wave whose own rollout is to come again (a newer input of it): waits for it, not halted", func(f *facts) {
+			f.wave, f.haltedBy = 1, map[key]workload.Health{db: workload.Failed}
+			f.ahead = []ahead{{input: "secret/a", key: db, wave: 0, pending: true}}
+		}, got{Policy: "wave", Do: doKeepPending, Skip: skipWave, Event: wellknown.ReasonReloadWaiting, EventType: corev1.EventTypeNormal,
+			After:   waveRecheck,
+			Message: "secret/a changed: this workload (wave 1) rolls out once the earlier waves are healthy on it; waiting for Deployment other/db (wave 0, not rolled out yet)"}},
 		{"halted by an earlier wave that is healthy now (so no longer ahead): rolls out", func(f *facts) {
 			f.wave, f.haltedBy = 1, map[key]workload.Health{db: workload.Failed}
 		}, got{Policy: "roll out", Do: doRollOut}},
