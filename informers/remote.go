@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -64,6 +65,9 @@ type RemoteHandler interface {
 	// ClusterChanged: cluster was added, removed, relabelled, or became
 	// reachable or unreachable.
 	ClusterChanged(cluster string)
+	// ClusterSecretDeleted: the cluster Secret of uid is gone (or no longer
+	// labelled): what was kept of it goes too.
+	ClusterSecretDeleted(uid types.UID)
 }
 
 // Remote is one cluster courier replicates into: what one cluster Secret
@@ -140,6 +144,9 @@ func NewRemotes(client kubernetes.Interface, namespace string, qps float32, burs
 		DeleteFunc: func(obj any) {
 			if s, ok := Unwrap(obj).(*corev1.Secret); ok {
 				r.remove(s.Namespace + "/" + s.Name)
+				if r.handler != nil {
+					r.handler.ClusterSecretDeleted(s.UID)
+				}
 			}
 		},
 	})

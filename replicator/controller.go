@@ -114,9 +114,7 @@ type Controller struct {
 	mu        sync.Mutex
 	hashes    map[types.UID]cachedHash // source content hashes by UID, valid for one resourceVersion
 	told      map[types.UID]string     // what was last told of each object (a PullRefused, a SourceOutOfView: tellOnce)
-	toldOf    map[types.UID]uint64     // the cluster Secrets among them, with when (toldSeq) they were last looked at (forgotten when they go: syncCluster)
-	toldSeq   uint64
-	relabeled map[string]relabel // label changes by namespace
+	relabeled map[string]relabel       // label changes by namespace
 }
 
 type relabel struct {
@@ -159,7 +157,6 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		conflicts: conflicts{pending: map[key]*conflictBatch{}},
 		hashes:    map[types.UID]cachedHash{},
 		told:      map[types.UID]string{},
-		toldOf:    map[types.UID]uint64{},
 		relabeled: map[string]relabel{},
 	}
 	if o.Clusters != nil {

@@ -225,6 +225,10 @@ func (c *Controller) ClusterChanged(cluster string) {
 	c.enqueue(key{Cluster: cluster}, c.clock.Now())
 }
 
+// ClusterSecretDeleted forgets what was told of the cluster Secret of uid
+// (informers.RemoteHandler), as what is told of any object goes with it.
+func (c *Controller) ClusterSecretDeleted(uid types.UID) { c.forgetTold(uid) }
+
 // enqueueSourcesNamedIn enqueues the pair (source, ns in cluster) of every
 // source of kind called name that replicates across clusters.
 func (c *Controller) enqueueSourcesNamedIn(kind, name, cluster, ns string, seen time.Time) {
@@ -248,17 +252,11 @@ func (c *Controller) syncCluster(k key) error {
 	if c.opts.Clusters == nil {
 		return nil
 	}
-	c.mu.Lock()
-	listed := c.toldSeq // what is looked at after the list below may be missing from it
-	c.mu.Unlock()
-	present := map[types.UID]bool{}
 	for _, in := range c.opts.Clusters.List() {
-		present[in.SecretObject().UID] = true
 		if in.Name == k.Cluster {
 			c.tellCluster(in)
 		}
 	}
-	c.forgetClusterSecretsGone(present, listed)
 	now := c.clock.Now()
 	for kind, o := range c.objects {
 		for _, name := range o.indexer.ListIndexFuncValues(informers.SourcesByName) {
@@ -303,10 +301,6 @@ func (c *Controller) syncCluster(k key) error {
 func (c *Controller) tellCluster(in *informers.Remote) {
 	obj := in.SecretObject()
 	uid := obj.UID
-	c.mu.Lock()
-	c.toldOf[uid] = c.toldSeq
-	c.toldSeq++
-	c.mu.Unlock()
 	problem := in.Invalid
 	if older := c.opts.Clusters.Shadowed(in); older != "" {
 		problem = fmt.Sprintf("the cluster name %q is already given by the cluster Secret %s, which is older; give this one another %s", in.Name, older, wellknown.Cluster)
@@ -334,20 +328,6 @@ func (c *Controller) tellCluster(in *informers.Remote) {
 		if c.tellOnce(uid, msg) {
 			c.logger.Warn("cluster unreachable", zap.String("cluster", in.Name), zap.String("why", why))
 			c.recorder.Event(obj, corev1.EventTypeWarning, wellknown.ReasonClusterUnreachable, msg)
-		}
-	}
-}
-
-// forgetClusterSecretsGone drops what was told of cluster Secrets that are
-// no longer there: missing from present, a list made when toldSeq was
-// listed (one looked at since, by another worker, may be newer than it).
-func (c *Controller) forgetClusterSecretsGone(present map[types.UID]bool, listed uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for uid, seq := range c.toldOf {
-		if !present[uid] && seq < listed {
-			delete(c.toldOf, uid)
-			delete(c.told, uid)
 		}
 	}
 }
