@@ -1,10 +1,13 @@
 package informers
 
 import (
+	"slices"
+	"strconv"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"strings"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/objmeta"
@@ -104,11 +107,73 @@ func metaOf(obj any) (metav1.Object, error) {
 	return meta.Accessor(obj)
 }
 
-// ConsumersByInput indexes workloads (Deployments, StatefulSets, DaemonSets, Jobs,
-// CronJobs, custom kinds) by every Secret and ConfigMap they consume
-// (workload.Inputs), as
-// InputKey values, so a change costs work proportional to its consumers.
+// ConsumersByInput indexes workloads (Deployments, StatefulSets, DaemonSets,
+// Jobs, CronJobs, custom kinds) by every Secret and ConfigMap they consume
+// (workload.Inputs), hashed into one of consumerBuckets buckets: read it
+// through Consumers, which keeps those of the bucket that consume the input.
+// So a change costs work proportional to its consumers and the few
+// workloads sharing their bucket, and the index costs a few thousand sets,
+// not one per consumed input: client-go keeps a set (a Go map, about 200
+// bytes even with one key) per index value, which was most of what a
+// Deployment cost courier.
 const ConsumersByInput = "courier.dev/consumers-by-input"
+
+// consumerBuckets is how many ConsumersByInput values there are: with
+// 50,000 consumed inputs (10,000 namespaces of the bench), a bucket holds
+// about a dozen workloads.
+const consumerBuckets = 4096
+
+// bucketNames are the ConsumersByInput values, made once.
+var bucketNames = func() (out [consumerBuckets]string) {
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}()
+
+// bucketOf is the ConsumersByInput value of an input: an FNV-1a hash of
+// its kind, namespace and name.
+func bucketOf(kind, namespace, name string) string {
+	h := uint64(14695981039346656037)
+	for _, s := range [...]string{kind, namespace, name} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * 1099511628211
+		}
+		h = (h ^ 0xff) * 1099511628211 // a separator no name holds
+	}
+	return bucketNames[h%consumerBuckets]
+}
+
+// Consumers are the workloads in indexer (which has the ConsumersByInput
+// index) that consume input ik, an InputKey.
+func Consumers(indexer cache.Indexer, ik string) ([]any, error) {
+	kind, namespace, name := SplitInputKey(ik)
+	objs, err := indexer.ByIndex(ConsumersByInput, bucketOf(kind, namespace, name))
+	if err != nil {
+		return nil, err
+	}
+	out := objs[:0] // ByIndex's slice is the caller's
+	for _, o := range objs {
+		if consumes(o, kind, namespace, name) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// consumes reports whether workload obj consumes the input.
+func consumes(obj any, kind, namespace, name string) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetNamespace() != namespace {
+		return false
+	}
+	for _, r := range workload.Inputs(obj) {
+		if r.Kind == kind && r.Name == name {
+			return true
+		}
+	}
+	return false
+}
 
 // InputKey is the ConsumersByInput value of a Secret or ConfigMap.
 func InputKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
@@ -132,7 +197,9 @@ func indexConsumersByInput(obj any) ([]string, error) {
 	refs := workload.Inputs(obj)
 	out := make([]string, 0, len(refs))
 	for _, r := range refs {
-		out = append(out, InputKey(r.Kind, m.GetNamespace(), r.Name))
+		if b := bucketOf(r.Kind, m.GetNamespace(), r.Name); !slices.Contains(out, b) {
+			out = append(out, b)
+		}
 	}
 	return out, nil
 }

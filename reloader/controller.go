@@ -379,7 +379,7 @@ func (c *Controller) onWorkloadDelete(obj any) {
 // content may have changed (see rememberTemplate).
 func (c *Controller) enqueueConsumers(ik string, contentChanged bool) {
 	for wkind, info := range c.kindList() {
-		objs, err := info.indexer.ByIndex(informers.ConsumersByInput, ik)
+		objs, err := informers.Consumers(info.indexer, ik)
 		if err != nil {
 			continue
 		}
@@ -501,7 +501,7 @@ func (c *Controller) remember(inputKey string, before any) {
 func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
 	out := map[types.UID]bool{}
 	for kind, info := range c.kindList() {
-		objs, _ := info.indexer.ByIndex(informers.ConsumersByInput, inputKey)
+		objs, _ := informers.Consumers(info.indexer, inputKey)
 		for _, o := range objs {
 			m, err := meta.Accessor(o)
 			if err != nil {
@@ -546,7 +546,7 @@ func changed(a, b map[string]string, keys []string) bool {
 // workload reads never trips the circuit breaker: it rolls nothing out).
 func (c *Controller) consumed(inputKey string) bool {
 	for _, info := range c.kindList() {
-		if objs, err := info.indexer.ByIndex(informers.ConsumersByInput, inputKey); err == nil && len(objs) > 0 {
+		if objs, err := informers.Consumers(info.indexer, inputKey); err == nil && len(objs) > 0 {
 			return true
 		}
 	}

@@ -122,7 +122,7 @@ func (c *Controller) gatherWaves(ctx context.Context, f *facts, changed []string
 				if !workload.Waits(kind) {
 					continue
 				}
-				objs, err := info.indexer.ByIndex(informers.ConsumersByInput, in)
+				objs, err := informers.Consumers(info.indexer, in)
 				if err != nil {
 					return err
 				}
