@@ -107,9 +107,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		// of the failure's end however long it lasted (at a minute's cap it
 		// waited up to a minute more). A few protected sources retried
 		// every 5 s cost the API server nothing.
-		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "guard", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
+		queue: workers.NewQueue("guard", workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Second), o.QueueMetrics, o.Clock),
 		restored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "guard", Name: "sources_restored_total",
 			Help: "Protected sources that were deleted and recreated from their backup, by kind.",

@@ -203,9 +203,7 @@ func newController(client kubernetes.Interface, recorder record.EventRecorder, r
 		recorder: recorder,
 		kinds:    map[string]kindInfo{},
 		// Backoff per workload: 200 ms doubling to 5 min.
-		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "reloader", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
+		queue:       workers.NewQueue("reloader", workqueue.NewTypedItemExponentialFailureRateLimiter[key](200*time.Millisecond, 5*time.Minute), o.QueueMetrics, o.Clock),
 		limiter:     flowcontrol.NewTokenBucketRateLimiterWithClock(o.QPS, o.Burst, o.Clock),
 		metrics:     newMetrics(reg),
 		storms:      newStorms(o.StormChanges, o.StormWindow, o.Debounce, o.Clock.Now),

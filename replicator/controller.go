@@ -148,9 +148,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per key: 100 ms doubling to 5 min. A failing namespace
 		// retries on its own schedule without holding up the others.
-		queue: workers.NewQueue(workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "replicator", MetricsProvider: o.QueueMetrics, Clock: o.Clock})),
+		queue:     workers.NewQueue("replicator", workqueue.NewTypedItemExponentialFailureRateLimiter[key](100*time.Millisecond, 5*time.Minute), o.QueueMetrics, o.Clock),
 		metrics:   newMetrics(reg, st),
 		states:    st,
 		clock:     o.Clock,

@@ -14,23 +14,71 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // Sync handles one key. It returns the error to retry the key with backoff.
 type Sync[K comparable] func(ctx context.Context, k K) error
 
+// renewAfter is how many keys a client-go queue takes before it is made
+// anew the next time it is idle. Its sets, and its metrics' map of when
+// each key was added, are Go maps, which keep the room they once needed: a
+// start puts every replica pair and workload in them, a source update every
+// replica of the source, and an idle courier kept room for all of them (14
+// MB at 10,000 namespaces).
+const renewAfter = 1024
+
 // Queue is a controller's rate-limited work queue, open only while a term
 // runs, with the time each key's change was first seen (see Pending).
+//
+// The keys wait in a client-go queue, which is made anew when it is idle
+// after taking more than renewAfter keys: the workers of the old one finish
+// first, so no key is ever synced by two workers at once. Keys added after
+// a delay (AddAfter, retries) wait in a timer of courier's, not in the
+// client-go queue, so none is lost with an old queue; as client-go's
+// delaying queue does, a key waits for its earliest due time only.
 type Queue[K comparable] struct {
-	q        workqueue.TypedRateLimitingInterface[K]
-	pending  *Pending[K]
+	name    string
+	limiter workqueue.TypedRateLimiter[K]
+	metrics workqueue.MetricsProvider
+	clock   clock.WithTicker
+	retries workqueue.CounterMetric
+
+	mu    sync.RWMutex // read to use q, written to make it anew
+	q     workqueue.TypedInterface[K]
+	added atomic.Int64 // keys q took since it was made
+
+	pending  *Pending[K] // when each key's change was first seen
+	due      *Pending[K] // when each key added after a delay is due
+	idle     chan struct{}
 	open     atomic.Bool
 	inFlight atomic.Int64 // keys being synced
 }
 
-// NewQueue wraps q, closed until Run starts a term.
-func NewQueue[K comparable](q workqueue.TypedRateLimitingInterface[K]) *Queue[K] {
-	return &Queue[K]{q: q, pending: NewPending[K]()}
+// NewQueue is a queue named name (its metrics' name label), whose failed
+// keys are retried after limiter's delay, closed until Run starts a term.
+func NewQueue[K comparable](name string, limiter workqueue.TypedRateLimiter[K], metrics workqueue.MetricsProvider, clk clock.WithTicker) *Queue[K] {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	w := &Queue[K]{name: name, limiter: limiter, metrics: metrics, clock: clk,
+		pending: NewPending[K](), due: NewPending[K](), idle: make(chan struct{}, 1)}
+	if metrics != nil {
+		w.retries = metrics.NewRetriesMetric(name)
+	}
+	w.q = w.newClientQueue()
+	return w
+}
+
+func (w *Queue[K]) newClientQueue() workqueue.TypedInterface[K] {
+	return workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[K]{Name: w.name, MetricsProvider: w.metrics, Clock: w.clock})
+}
+
+// current is the client-go queue keys go to now.
+func (w *Queue[K]) current() workqueue.TypedInterface[K] {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.q
 }
 
 // Add queues k, remembering when the change it waits for was seen (the
@@ -41,16 +89,46 @@ func (w *Queue[K]) Add(k K, seen time.Time) {
 		return
 	}
 	w.pending.Remember(k, seen)
-	w.q.Add(k)
+	w.add(k)
 }
 
-// AddAfter is Add after delay.
+func (w *Queue[K]) add(k K) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	w.q.Add(k)
+	w.added.Add(1)
+}
+
+// AddAfter is Add after delay. A key already waiting for an earlier time
+// waits for that one only.
 func (w *Queue[K]) AddAfter(k K, delay time.Duration, seen time.Time) {
 	if !w.open.Load() {
 		return
 	}
 	w.pending.Remember(k, seen)
-	w.q.AddAfter(k, delay)
+	w.after(k, delay)
+}
+
+func (w *Queue[K]) after(k K, delay time.Duration) {
+	if delay <= 0 {
+		w.add(k)
+		return
+	}
+	due := w.clock.Now().Add(delay)
+	if !w.due.Sooner(k, due) {
+		return
+	}
+	fire := func() {
+		if w.due.TakeAt(k, due) && w.open.Load() {
+			w.add(k)
+		}
+	}
+	if c, ok := w.clock.(clock.WithDelayedExecution); ok {
+		c.AfterFunc(delay, fire)
+		return
+	}
+	t := w.clock.NewTimer(delay)
+	go func() { <-t.C(); fire() }()
 }
 
 // Open reports whether the queue takes keys: this process leads.
@@ -60,14 +138,14 @@ func (w *Queue[K]) Open() bool { return w.open.Load() }
 func (w *Queue[K]) Take(k K) (time.Time, bool) { return w.pending.Take(k) }
 
 // NumRequeues is how many times k failed in a row.
-func (w *Queue[K]) NumRequeues(k K) int { return w.q.NumRequeues(k) }
+func (w *Queue[K]) NumRequeues(k K) int { return w.limiter.NumRequeues(k) }
 
-// Len is how many keys wait.
-func (w *Queue[K]) Len() int { return w.q.Len() }
+// Len is how many keys wait (not those added after a delay still to come).
+func (w *Queue[K]) Len() int { return w.current().Len() }
 
 // Busy reports whether keys wait or are being synced (keys added after a
 // delay count once their delay is over).
-func (w *Queue[K]) Busy() bool { return w.q.Len() > 0 || w.inFlight.Load() > 0 }
+func (w *Queue[K]) Busy() bool { return w.Len() > 0 || w.inFlight.Load() > 0 }
 
 // Run is one term: it opens the queue, calls resync to enqueue everything
 // (through Add), runs n workers until ctx ends, waits for them, then closes
@@ -78,19 +156,34 @@ func (w *Queue[K]) Busy() bool { return w.q.Len() > 0 || w.inFlight.Load() > 0 }
 func (w *Queue[K]) Run(ctx context.Context, n int, wake K, resync func(), syncKey Sync[K], onError func(K, error)) {
 	w.open.Store(true)
 	resync()
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for w.process(ctx, wake, syncKey, onError) {
-			}
-		})
+	start := func() *sync.WaitGroup {
+		q := w.current()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				for w.process(ctx, q, wake, syncKey, onError) {
+				}
+			})
+		}
+		return &wg
 	}
-	<-ctx.Done()
+	wg := start()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-w.idle:
+			if old := w.renew(); old != nil {
+				old.ShutDown() // its workers finish what it holds, then stop
+				wg.Wait()
+				wg = start()
+			}
+		}
+	}
 	w.open.Store(false)
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	for done := false; !done; {
-		w.q.Add(wake)
+		w.add(wake)
 		select {
 		case <-stopped:
 			done = true
@@ -100,27 +193,51 @@ func (w *Queue[K]) Run(ctx context.Context, n int, wake K, resync func(), syncKe
 	w.drain()
 }
 
+// renew makes the client-go queue anew if it is idle and took more than
+// renewAfter keys, and returns the old one (nil if it did not). Keys added
+// from now on go to the new one.
+func (w *Queue[K]) renew() workqueue.TypedInterface[K] {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.q.Len() > 0 || w.inFlight.Load() > 0 || w.added.Load() <= renewAfter {
+		return nil
+	}
+	old := w.q
+	w.q = w.newClientQueue()
+	w.added.Store(0)
+	return old
+}
+
 // drain empties the queue and the pending times. Keys added after a delay
 // may still arrive; they wait for the next term, which syncs them anyway.
 func (w *Queue[K]) drain() {
-	for w.q.Len() > 0 {
-		k, shutdown := w.q.Get()
+	q := w.current()
+	for q.Len() > 0 {
+		k, shutdown := q.Get()
 		if shutdown {
 			return
 		}
-		w.q.Forget(k)
-		w.q.Done(k)
+		w.limiter.Forget(k)
+		q.Done(k)
 		w.pending.Take(k)
 	}
 }
 
-// process handles one key and reports whether the worker goes on.
-func (w *Queue[K]) process(ctx context.Context, wake K, syncKey Sync[K], onError func(K, error)) bool {
-	k, shutdown := w.q.Get()
+// process handles one key of q and reports whether the worker goes on.
+func (w *Queue[K]) process(ctx context.Context, q workqueue.TypedInterface[K], wake K, syncKey Sync[K], onError func(K, error)) bool {
+	k, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer w.q.Done(k)
+	defer func() {
+		q.Done(k)
+		if q.Len() == 0 && w.added.Load() > renewAfter {
+			select {
+			case w.idle <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	if k == wake || ctx.Err() != nil {
 		return ctx.Err() == nil
 	}
@@ -129,12 +246,15 @@ func (w *Queue[K]) process(ctx context.Context, wake K, syncKey Sync[K], onError
 	w.inFlight.Add(-1)
 	switch {
 	case err == nil:
-		w.q.Forget(k)
+		w.limiter.Forget(k)
 	case ctx.Err() != nil:
 		return false // cut short by the end of the term: the next term's resync syncs it
 	default:
 		onError(k, err)
-		w.q.AddRateLimited(k)
+		if w.retries != nil {
+			w.retries.Inc()
+		}
+		w.after(k, w.limiter.When(k))
 	}
 	return true
 }
