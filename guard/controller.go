@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -69,7 +68,7 @@ type Controller struct {
 	logger     *zap.Logger
 	recorder   record.EventRecorder
 	indexers   map[string]cache.Indexer
-	namespaces corelisters.NamespaceLister
+	namespaces cache.Store // namespaces.Namespace
 	synced     []cache.InformerSynced
 	queue      *workers.Queue[key]
 	restored   *prometheus.CounterVec
@@ -99,7 +98,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 			wellknown.KindSecret:    secrets.GetIndexer(),
 			wellknown.KindConfigMap: configMaps.GetIndexer(),
 		},
-		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
+		namespaces: namespaces.GetStore(),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per source: 100 ms doubling to 5 s; a backup or restore
 		// that keeps failing (quota, policy, an API server down) keeps being
@@ -288,10 +287,8 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		}
 		return nil
 	}
-	if ns, err := c.namespaces.Get(k.Namespace); apierrors.IsNotFound(err) || (err == nil && namespaces.Terminating(ns)) {
+	if ns, ok := namespaces.Get(c.namespaces, k.Namespace); !ok || namespaces.Terminating(ns) {
 		return nil // namespace teardown deletes sources and backups alike
-	} else if err != nil {
-		return err
 	}
 	c.mu.Lock()
 	retiring := c.retiring[k]

@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -41,9 +42,7 @@ func Transform(keep KeepValues) cache.TransformFunc {
 				return content.DigestObject(o, role.Marked(o)), nil
 			}
 		case *corev1.Namespace:
-			trimMeta(&o.ObjectMeta)
-			o.Spec = corev1.NamespaceSpec{}
-			o.Status.Conditions = nil
+			return namespaces.From(o), nil
 		}
 		// A workload is cached as a workload.Object: its metadata, its pod
 		// template's annotations and what the template consumes; the reloader

@@ -11,10 +11,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
@@ -244,21 +246,39 @@ func TestTransformCachesWorkloadsAsObjects(t *testing.T) {
 	}
 }
 
-func TestTransformNamespaceKeepsLabelsAndPhase(t *testing.T) {
+func TestTransformNamespaceKeepsNameLabelsAndWhetherItGoes(t *testing.T) {
 	now := metav1.Now()
-	ns := &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"env": "prod"}, DeletionTimestamp: &now,
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}},
-		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating, Conditions: []corev1.NamespaceCondition{{Type: "x"}}},
-	}
-	out := transform(t, ns).(*corev1.Namespace)
-	want := &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"env": "prod"}, DeletionTimestamp: &now},
-		Status:     corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating},
-	}
-	if diff := cmp.Diff(want, out); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
+	for _, c := range []struct {
+		name        string
+		ns          *corev1.Namespace
+		terminating bool
+	}{
+		{"deleted", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", DeletionTimestamp: &now}}, true},
+		{"terminating", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}, true},
+		{"active", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.ns.Labels = map[string]string{"env": "prod"}
+			c.ns.Annotations = map[string]string{"note": strings.Repeat("x", 1000)}
+			c.ns.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			c.ns.Spec.Finalizers = []corev1.FinalizerName{"kubernetes"}
+			out := transform(t, c.ns).(*namespaces.Namespace)
+			if got, _ := transform(t, out).(*namespaces.Namespace); got != out {
+				t.Error("a transformed namespace is transformed again")
+			}
+			if out.GetName() != "team-a" || namespaces.Terminating(out) != c.terminating {
+				t.Errorf("%s terminating %v, want team-a terminating %v", out.GetName(), namespaces.Terminating(out), c.terminating)
+			}
+			if diff := cmp.Diff(map[string]string{"env": "prod"}, out.GetLabels()); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+			if !labels.SelectorFromSet(labels.Set{"env": "prod"}).Matches(out.Labels()) || out.Labels().Has("team") {
+				t.Error("a selector reads the labels wrong")
+			}
+			if len(out.GetAnnotations()) > 0 || len(out.GetManagedFields()) > 0 {
+				t.Errorf("annotations %v and managed fields %v kept", out.GetAnnotations(), out.GetManagedFields())
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -103,7 +103,7 @@ type Controller struct {
 	recorder   record.EventRecorder
 	objects    map[string]*objects
 	writer     *writer.Writer
-	namespaces corelisters.NamespaceLister
+	namespaces cache.Store // namespaces.Namespace
 	synced     []cache.InformerSynced
 	queue      *workers.Queue[key]
 	metrics    *replicatorMetrics
@@ -144,7 +144,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 			kindSecret:    newSecrets(secrets.GetIndexer()),
 			kindConfigMap: newConfigMaps(configMaps.GetIndexer()),
 		},
-		namespaces: corelisters.NewNamespaceLister(namespaces.GetIndexer()),
+		namespaces: namespaces.GetStore(),
 		synced:     []cache.InformerSynced{secrets.HasSynced, configMaps.HasSynced, namespaces.HasSynced},
 		// Backoff per key: 100 ms doubling to 5 min. A failing namespace
 		// retries on its own schedule without holding up the others.
@@ -426,31 +426,34 @@ func (c *Controller) enqueueSourcesNamed(kind, name, ns string, seen time.Time) 
 	}
 }
 
+// nsOf is the namespace an event is about.
+func nsOf(obj any) (*namespaces.Namespace, bool) { return namespaces.Of(informers.Unwrap(obj)) }
+
 func (c *Controller) onNamespaceAdd(obj any) {
-	if ns, ok := obj.(*corev1.Namespace); ok {
-		c.enqueueAllSourcesFor(ns.Name)
+	if ns, ok := nsOf(obj); ok {
+		c.enqueueAllSourcesFor(ns.GetName())
 	}
 }
 
 func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
-	o, ok1 := oldObj.(*corev1.Namespace)
-	n, ok2 := newObj.(*corev1.Namespace)
+	o, ok1 := nsOf(oldObj)
+	n, ok2 := nsOf(newObj)
 	if !ok1 || !ok2 {
 		return
 	}
-	relabeled := !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+	relabeled := !maps.Equal(o.GetLabels(), n.GetLabels())
 	if !relabeled && namespaces.Terminating(o) == namespaces.Terminating(n) {
 		return
 	}
 	if relabeled {
 		now := c.clock.Now()
 		c.mu.Lock()
-		prev, seen := c.relabeled[n.Name]
-		c.relabeled[n.Name] = relabel{last: now, flapping: seen && now.Sub(prev.last) < flapWindow}
+		prev, seen := c.relabeled[n.GetName()]
+		c.relabeled[n.GetName()] = relabel{last: now, flapping: seen && now.Sub(prev.last) < flapWindow}
 		c.mu.Unlock()
-		c.enqueuePullsIn(n.Name)
+		c.enqueuePullsIn(n.GetName())
 	}
-	c.enqueueAllSourcesFor(n.Name)
+	c.enqueueAllSourcesFor(n.GetName())
 }
 
 // enqueuePullsIn enqueues every pull whose object is in namespace ns: a
@@ -488,11 +491,11 @@ func (c *Controller) NamespaceAvailable(ns string) { c.enqueueAllSourcesFor(ns) 
 
 func (c *Controller) onNamespaceDelete(obj any) {
 	obj = informers.Unwrap(obj)
-	if ns, ok := obj.(*corev1.Namespace); ok {
+	if ns, ok := nsOf(obj); ok {
 		c.mu.Lock()
-		delete(c.relabeled, ns.Name)
+		delete(c.relabeled, ns.GetName())
 		c.mu.Unlock()
-		c.enqueueAllSourcesFor(ns.Name) // the pairs find the namespace gone and forget their state
+		c.enqueueAllSourcesFor(ns.GetName()) // the pairs find the namespace gone and forget their state
 	}
 }
 

@@ -10,12 +10,14 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
@@ -127,9 +129,9 @@ func (c *Controller) pullFactsOf(k key, o *objects, t *item, r role.Role) (pullF
 	if f.gone {
 		return f, nil, nil
 	}
-	target, err := c.namespaces.Get(k.Namespace)
-	if err != nil {
-		return f, nil, err
+	target, ok := namespaces.Get(c.namespaces, k.Namespace)
+	if !ok {
+		return f, nil, apierrors.NewNotFound(corev1.Resource("namespace"), k.Namespace)
 	}
 	a := t.meta.GetAnnotations()
 	f.held, f.stamped, f.pulledFrom, f.stampedVia = content.Hash(t.entries()), a[wellknown.ContentHash], a[wellknown.PulledFrom], a[wellknown.Via]
@@ -288,8 +290,8 @@ func orEmpty[V any](m map[string]V) map[string]V {
 // eligible reports whether namespace ns, from the cache, may receive
 // copies of a source in srcNS (a namespace not yet in the cache may not).
 func (c *Controller) eligible(ns, srcNS string) bool {
-	n, err := c.namespaces.Get(ns)
-	return err == nil && replica.Eligible(n, srcNS, c.opts.ExcludeNamespaces)
+	n, ok := namespaces.Get(c.namespaces, ns)
+	return ok && replica.Eligible(n, srcNS, c.opts.ExcludeNamespaces)
 }
 
 // unseen is what an Event saying a source does not exist adds when courier's

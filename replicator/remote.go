@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/objmeta"
 	"github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -40,9 +40,9 @@ var (
 type place struct {
 	in            *informers.Remote // the cluster; nil: this one
 	writer        *writer.Writer
-	existing      *item             // what holds the name there (nil: nothing)
-	ns            *corev1.Namespace // the target namespace (nil: gone)
-	sourceCluster string            // what its replica names as its source's cluster
+	existing      *item                 // what holds the name there (nil: nothing)
+	ns            *namespaces.Namespace // the target namespace (nil: gone)
+	sourceCluster string                // what its replica names as its source's cluster
 }
 
 // placeOf reads pair k's target from the caches.
@@ -54,13 +54,7 @@ func (c *Controller) placeOf(k key, o *objects) (place, error) {
 	if err != nil {
 		return place{}, err
 	}
-	ns, err := c.namespaces.Get(k.Target)
-	if apierrors.IsNotFound(err) {
-		ns, err = nil, nil
-	}
-	if err != nil {
-		return place{}, err
-	}
+	ns, _ := namespaces.Get(c.namespaces, k.Target)
 	if ns != nil && c.opts.View.Namespace(k.Target) != view.Inside {
 		return place{}, errUnavailable
 	}
@@ -83,13 +77,7 @@ func (c *Controller) remotePlace(k key) (place, error) {
 	if ok {
 		pl.existing = itemOf(obj)
 	}
-	nsObj, ok, err := in.Namespaces.GetStore().GetByKey(k.Target)
-	if err != nil {
-		return place{}, err
-	}
-	if ok {
-		pl.ns, _ = nsObj.(*corev1.Namespace)
-	}
+	pl.ns, _ = namespaces.Get(in.Namespaces.GetStore(), k.Target)
 	return pl, nil
 }
 
@@ -156,8 +144,8 @@ func (c *Controller) fanOutToClusters(k key, f *facts, seen time.Time) {
 			continue // enqueued again when it is back (syncCluster)
 		}
 		for _, obj := range in.Namespaces.GetStore().List() {
-			if ns, ok := obj.(*corev1.Namespace); ok && f.targets.Matches(ns) {
-				c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name, Cluster: in.Name}, seen)
+			if ns, ok := namespaces.Of(obj); ok && f.targets.Matches(ns) {
+				c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.GetName(), Cluster: in.Name}, seen)
 			}
 		}
 	}

@@ -138,7 +138,7 @@ func (c *Controller) factsOf(src *item) *facts {
 
 // decide is what the pair (src, ns) needs, ns being a namespace of cluster
 // in (nil: this cluster). src or ns may be nil (gone).
-func (c *Controller) decide(src *item, ns *corev1.Namespace, in *informers.Remote) decision {
+func (c *Controller) decide(src *item, ns *namespaces.Namespace, in *informers.Remote) decision {
 	if ns == nil || namespaces.Terminating(ns) {
 		return leave
 	}
@@ -176,7 +176,7 @@ func (c *Controller) identity(in *informers.Remote) string {
 // the oldest of the sources with that name that want a replica there. A
 // source whose selector is invalid changes nothing, so it keeps claiming the
 // replica it holds (existing, the object of that name in ns, or nil).
-func (c *Controller) claimant(o *objects, name string, ns *corev1.Namespace, in *informers.Remote, existing *item) (*item, error) {
+func (c *Controller) claimant(o *objects, name string, ns *namespaces.Namespace, in *informers.Remote, existing *item) (*item, error) {
 	cands, err := o.byIndex(informers.SourcesByName, name)
 	if err != nil {
 		return nil, err
@@ -271,13 +271,9 @@ func (c *Controller) syncSource(k key) error {
 			"%s lists %s, which this %s does not have; its replicas hold the other listed keys. Add the key to the source or remove it from the list",
 			wellknown.ReplicateKeys, strings.Join(missing, ", "), k.Kind))
 	}
-	namespaces, err := c.namespaces.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	for _, ns := range namespaces {
-		if replica.Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && targets.Matches(ns) {
-			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.Name}, seen)
+	for _, obj := range c.namespaces.List() {
+		if ns, ok := namespaces.Of(obj); ok && replica.Eligible(ns, k.Namespace, c.opts.ExcludeNamespaces) && targets.Matches(ns) {
+			c.enqueue(key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Target: ns.GetName()}, seen)
 		}
 	}
 	c.fanOutToClusters(k, f, seen)

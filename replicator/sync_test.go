@@ -21,6 +21,7 @@ import (
 	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
@@ -76,7 +77,7 @@ func TestEligible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := replica.Eligible(tt.ns, "platform", exclude); got != tt.want {
+			if got := replica.Eligible(namespaces.From(tt.ns), "platform", exclude); got != tt.want {
 				t.Errorf("eligible = %v, want %v", got, tt.want)
 			}
 		})
@@ -164,7 +165,7 @@ func newFixtureWith(t *testing.T, opts func(*Options), objs ...runtime.Object) *
 			err = inf.Secrets.Informer().GetIndexer().Add(x)
 		case *corev1.ConfigMap:
 			err = inf.ConfigMaps.Informer().GetIndexer().Add(x)
-		case *corev1.Namespace:
+		case *namespaces.Namespace:
 			err = inf.Namespaces.Informer().GetIndexer().Add(x)
 		case *content.Digested:
 			if x.GetObjectKind().GroupVersionKind().Kind == wellknown.KindSecret {

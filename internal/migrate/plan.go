@@ -19,6 +19,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/stakater"
@@ -218,7 +219,7 @@ func planSource(obj *Object, a map[string]string, namespaces []string, o Options
 // match reports whether the source's own annotations target ns by name.
 func match(a map[string]string, ns string) bool {
 	t, err := source.TargetsOf(a, source.Compat{Replicator: true, Reflector: true})
-	return err == nil && t.Matches(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	return err == nil && t.Matches(namespaces.Named(ns))
 }
 
 // addNames adds the courier.dev/replicate-to that selects names, or says

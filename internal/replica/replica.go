@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-k8s/courier/internal/globs"
@@ -147,11 +146,12 @@ var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true,
 
 // Eligible reports whether ns may receive replicas of a source living in
 // sourceNamespace, whatever the selector.
-func Eligible(ns *corev1.Namespace, sourceNamespace string, exclude globs.List) bool {
+func Eligible(ns *namespaces.Namespace, sourceNamespace string, exclude globs.List) bool {
+	name := ns.GetName()
 	switch {
-	case ns.Name == sourceNamespace, systemNamespaces[ns.Name], exclude.Match(ns.Name):
+	case name == sourceNamespace, systemNamespaces[name], exclude.Match(name):
 		return false
-	case ns.Labels[wellknown.Replication] == "disabled":
+	case ns.Labels().Get(wellknown.Replication) == "disabled":
 		return false
 	}
 	return !namespaces.Terminating(ns)

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -40,11 +40,11 @@ const (
 type Targets struct {
 	// Via names the annotation(s) that make the object a source.
 	Via   string
-	match func(ns *corev1.Namespace) bool
+	match func(ns *namespaces.Namespace) bool
 }
 
 // Matches reports whether the source wants a replica in ns.
-func (t Targets) Matches(ns *corev1.Namespace) bool { return t.match(ns) }
+func (t Targets) Matches(ns *namespaces.Namespace) bool { return t.match(ns) }
 
 // Native reports whether courier's own courier.dev/replicate-to made it a source.
 func (t Targets) Native() bool { return t.Via == wellknown.ReplicateTo }
@@ -76,7 +76,7 @@ func TargetsOf(annotations map[string]string, compat Compat) (Targets, error) {
 		if err != nil {
 			return Targets{}, fmt.Errorf("%s=%q is not a valid namespace label selector: %w. Use kubectl -l syntax, e.g. \"env in (prod,staging),team!=legacy\", or \"*\" for every namespace", wellknown.ReplicateTo, expr, err)
 		}
-		return Targets{Via: wellknown.ReplicateTo, match: func(ns *corev1.Namespace) bool { return sel.Matches(labels.Set(ns.Labels)) }}, nil
+		return Targets{Via: wellknown.ReplicateTo, match: func(ns *namespaces.Namespace) bool { return sel.Matches(ns.Labels()) }}, nil
 	}
 	to, hasTo := annotations[MittwaldReplicateTo]
 	matching, hasMatching := annotations[MittwaldReplicateToMatching]
@@ -99,8 +99,8 @@ func TargetsOf(annotations map[string]string, compat Compat) (Targets, error) {
 				return Targets{}, fmt.Errorf("%s=%q is not a valid namespace label selector: %w", MittwaldReplicateToMatching, matching, err)
 			}
 		}
-		return Targets{Via: strings.Join(via, ", "), match: func(ns *corev1.Namespace) bool {
-			return names(ns.Name) || sel.Matches(labels.Set(ns.Labels))
+		return Targets{Via: strings.Join(via, ", "), match: func(ns *namespaces.Namespace) bool {
+			return names(ns.GetName()) || sel.Matches(ns.Labels())
 		}}, nil
 	}
 	if compat.Reflector && isDotNetTrue(annotations[ReflectorAllowed]) && isDotNetTrue(annotations[ReflectorAutoEnabled]) {
@@ -112,7 +112,7 @@ func TargetsOf(annotations map[string]string, compat Compat) (Targets, error) {
 		if err != nil {
 			return Targets{}, err
 		}
-		return Targets{Via: ReflectorAutoEnabled, match: func(ns *corev1.Namespace) bool { return allowed(ns) && auto(ns) }}, nil
+		return Targets{Via: ReflectorAutoEnabled, match: func(ns *namespaces.Namespace) bool { return allowed(ns) && auto(ns) }}, nil
 	}
 	return Targets{}, fmt.Errorf("not a source")
 }
@@ -128,8 +128,8 @@ func ParseSelector(s string) (labels.Selector, error) {
 
 // PullAllowed reports whether a source with annotations lets a target in
 // namespace ns pull from it through tool's annotation (via), and if not, why.
-func PullAllowed(annotations map[string]string, via string, ns *corev1.Namespace) (bool, string) {
-	namespace := ns.Name
+func PullAllowed(annotations map[string]string, via string, ns *namespaces.Namespace) (bool, string) {
+	namespace := ns.GetName()
 	switch via {
 	case MittwaldReplicateFrom:
 		if !IsTrue(annotations[MittwaldAllowed]) {
@@ -238,14 +238,14 @@ func reflectorList(annotation, v string) (func(string) bool, error) {
 // reflectorNamespaces reads one of Reflector's namespace sets: its name list
 // (listKey) or its label selector (selectorKey) matches; with neither (or
 // both empty), every namespace.
-func reflectorNamespaces(annotations map[string]string, listKey, selectorKey string) (func(*corev1.Namespace) bool, error) {
+func reflectorNamespaces(annotations map[string]string, listKey, selectorKey string) (func(*namespaces.Namespace) bool, error) {
 	list, sel := annotations[listKey], strings.TrimSpace(annotations[selectorKey])
 	if sel == "" {
 		names, err := reflectorList(listKey, list)
 		if err != nil {
 			return nil, err
 		}
-		return func(ns *corev1.Namespace) bool { return names(ns.Name) }, nil
+		return func(ns *namespaces.Namespace) bool { return names(ns.GetName()) }, nil
 	}
 	selector, err := labels.Parse(sel)
 	if err != nil {
@@ -257,7 +257,7 @@ func reflectorNamespaces(annotations map[string]string, listKey, selectorKey str
 			return nil, err
 		}
 	}
-	return func(ns *corev1.Namespace) bool { return names(ns.Name) || selector.Matches(labels.Set(ns.Labels)) }, nil
+	return func(ns *namespaces.Namespace) bool { return names(ns.GetName()) || selector.Matches(ns.Labels()) }, nil
 }
 
 // IsTrue reads a boolean as kubernetes-replicator and Stakater Reloader do

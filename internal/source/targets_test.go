@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -73,12 +74,12 @@ func TestTargetsReadTheOtherToolsAnnotationsAsTheyDo(t *testing.T) {
 				t.Errorf("via %q, want %q", targets.Via, tt.via)
 			}
 			for _, n := range tt.match {
-				if !targets.Matches(n) {
+				if !targets.Matches(namespaces.From(n)) {
 					t.Errorf("%s (%v) does not match", n.Name, n.Labels)
 				}
 			}
 			for _, n := range tt.miss {
-				if targets.Matches(n) {
+				if targets.Matches(namespaces.From(n)) {
 					t.Errorf("%s (%v) matches", n.Name, n.Labels)
 				}
 			}

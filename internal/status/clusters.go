@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-k8s/courier/internal/clusters"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -115,7 +116,7 @@ func (rc *RemoteCluster) count(ctx context.Context, remote kubernetes.Interface,
 		ref := src.Meta.GetNamespace() + "/" + src.Meta.GetName()
 		for i := range nss.Items {
 			ns := &nss.Items[i]
-			if !replica.Eligible(ns, "", o.ExcludeNamespaces) || !targets.Matches(ns) {
+			if ns := namespaces.From(ns); !replica.Eligible(ns, "", o.ExcludeNamespaces) || !targets.Matches(ns) {
 				continue
 			}
 			rc.Total++

@@ -21,6 +21,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
 	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/replica"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/settings"
@@ -260,7 +261,7 @@ func build(src Object, c Cluster, byName map[string]Object, o Options) Source {
 	if s.Problem == "" {
 		for i := range c.Namespaces {
 			ns := &c.Namespaces[i]
-			if !replica.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !targets.Matches(ns) {
+			if ns := namespaces.From(ns); !replica.Eligible(ns, s.Namespace, o.ExcludeNamespaces) || !targets.Matches(ns) {
 				continue
 			}
 			s.Targets++
