@@ -175,7 +175,8 @@ func consumes(obj any, kind, namespace, name string) bool {
 	return false
 }
 
-// InputKey is the ConsumersByInput value of a Secret or ConfigMap.
+// InputKey names a consumed Secret or ConfigMap (Consumers reads its
+// consumers; the ConsumersByInput index holds its bucket).
 func InputKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
 // SplitInputKey is the kind, namespace and name of an InputKey.

@@ -52,7 +52,7 @@ type Queue[K comparable] struct {
 	due      *Pending[K] // when each key added after a delay is due
 	idle     chan struct{}
 	open     atomic.Bool
-	inFlight atomic.Int64 // keys being synced
+	inFlight atomic.Int64 // keys taken from a client-go queue and not yet done
 }
 
 // NewQueue is a queue named name (its metrics' name label), whose failed
@@ -175,6 +175,7 @@ func (w *Queue[K]) Run(ctx context.Context, n int, wake K, resync func(), syncKe
 			if old := w.renew(); old != nil {
 				old.ShutDown() // its workers finish what it holds, then stop
 				wg.Wait()
+				w.drain(old) // what they left if the term ended meanwhile
 				wg = start()
 			}
 		}
@@ -190,7 +191,10 @@ func (w *Queue[K]) Run(ctx context.Context, n int, wake K, resync func(), syncKe
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	w.drain()
+	w.drain(w.current())
+	if old := w.renew(); old != nil { // a standby keeps no room either
+		old.ShutDown()
+	}
 }
 
 // renew makes the client-go queue anew if it is idle and took more than
@@ -208,10 +212,10 @@ func (w *Queue[K]) renew() workqueue.TypedInterface[K] {
 	return old
 }
 
-// drain empties the queue and the pending times. Keys added after a delay
-// may still arrive; they wait for the next term, which syncs them anyway.
-func (w *Queue[K]) drain() {
-	q := w.current()
+// drain empties q and the pending times of its keys. Keys added after a
+// delay that fall due while the queue is closed are dropped, as every other
+// key then: the next term's resync syncs them anyway.
+func (w *Queue[K]) drain(q workqueue.TypedInterface[K]) {
 	for q.Len() > 0 {
 		k, shutdown := q.Get()
 		if shutdown {
@@ -229,8 +233,10 @@ func (w *Queue[K]) process(ctx context.Context, q workqueue.TypedInterface[K], w
 	if shutdown {
 		return false
 	}
+	w.inFlight.Add(1)
 	defer func() {
-		q.Done(k)
+		q.Done(k) // which puts k back if it was added while it synced
+		w.inFlight.Add(-1)
 		if q.Len() == 0 && w.added.Load() > renewAfter {
 			select {
 			case w.idle <- struct{}{}:
@@ -241,9 +247,7 @@ func (w *Queue[K]) process(ctx context.Context, q workqueue.TypedInterface[K], w
 	if k == wake || ctx.Err() != nil {
 		return ctx.Err() == nil
 	}
-	w.inFlight.Add(1)
 	err := syncKey(ctx, k)
-	w.inFlight.Add(-1)
 	switch {
 	case err == nil:
 		w.limiter.Forget(k)
