@@ -27,18 +27,8 @@ func TestKeepsTheEarliestAndTakeEndsTheWait(t *testing.T) {
 // taken, the heap holds no room for them (a Go map never shrinks by
 // itself), and a map that stayed small is kept.
 func TestAnEmptiedPendingHoldsNoRoomForItsPeak(t *testing.T) {
-	type pair struct{ Kind, Namespace, Name, Target, Cluster string }
 	p := NewPending[pair]()
-	keys := make([]pair, 100000)
-	for i := range keys {
-		keys[i] = pair{"Secret", "platform", "ca", fmt.Sprintf("tenant-%05d", i), ""}
-	}
-	heap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
+	keys := pairKeys()
 	before := heap()
 	for _, k := range keys {
 		p.Remember(k, time.Unix(1, 0))
@@ -59,4 +49,24 @@ func TestAnEmptiedPendingHoldsNoRoomForItsPeak(t *testing.T) {
 	if len(p.m) != 0 || reflect.ValueOf(p.m).UnsafePointer() != reflect.ValueOf(small).UnsafePointer() {
 		t.Error("a map that held one key was made anew")
 	}
+}
+
+// pair is a replicator's key, in the shape the memory tests measure.
+type pair struct{ Kind, Namespace, Name, Target, Cluster string }
+
+// pairKeys are 100,000 pair keys: a source's replicas in 100,000 namespaces.
+func pairKeys() []pair {
+	keys := make([]pair, 100000)
+	for i := range keys {
+		keys[i] = pair{"Secret", "platform", "ca", fmt.Sprintf("tenant-%05d", i), ""}
+	}
+	return keys
+}
+
+// heap is the live heap after a GC.
+func heap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

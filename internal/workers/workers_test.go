@@ -256,19 +256,9 @@ func TestAKeyAddedAfterTwoDelaysWaitsForTheEarlier(t *testing.T) {
 // anew: 100,000 pair keys synced left 35 MB held before (its sets, its
 // metrics' map of add times, its queue's array).
 func TestAnIdleQueueHoldsNoRoomForItsPeak(t *testing.T) {
-	type pair struct{ Kind, Namespace, Name, Target, Cluster string }
 	mp := metrics.NewQueues(prometheus.NewRegistry())
 	q := NewQueue("pairs", workqueue.NewTypedItemExponentialFailureRateLimiter[pair](time.Millisecond, time.Second), mp, nil)
-	keys := make([]pair, 100000)
-	for i := range keys {
-		keys[i] = pair{"Secret", "platform", "ca", fmt.Sprintf("tenant-%05d", i), ""}
-	}
-	heap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
+	keys := pairKeys()
 	var done atomic.Int64
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
