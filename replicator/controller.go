@@ -490,7 +490,6 @@ func (c *Controller) flapHold(ns string) time.Duration {
 func (c *Controller) NamespaceAvailable(ns string) { c.enqueueAllSourcesFor(ns) }
 
 func (c *Controller) onNamespaceDelete(obj any) {
-	obj = informers.Unwrap(obj)
 	if ns, ok := nsOf(obj); ok {
 		c.mu.Lock()
 		delete(c.relabeled, ns.GetName())
