@@ -133,7 +133,7 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	st := &states{m: map[key]string{}}
+	st := newStates()
 	c := &Controller{
 		opts:     o,
 		roles:    role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Installation},
