@@ -2,6 +2,7 @@ package informers
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"runtime"
@@ -49,9 +50,12 @@ func BenchmarkCacheCost(b *testing.B) {
 			return &corev1.ConfigMap{ObjectMeta: apiMeta(fmt.Sprintf("cm-%d", i%5), nsOf(i/5)), Data: map[string]string{"v": string(random(4096))}}
 		}},
 		{"replica Secret", content, func(i int) kruntime.Object {
-			m := apiMeta("shared", nsOf(i))
+			// Three sources, each in every namespace: a source's replicas
+			// carry its content's hash.
+			src := []string{"shared", "registry", "ca"}[i%3]
+			m := apiMeta(src, nsOf(i/3))
 			m.Labels = map[string]string{wellknown.ManagedBy: wellknown.ManagedByValue, wellknown.Replica: "true"}
-			m.Annotations = map[string]string{wellknown.Source: "platform/shared", wellknown.ContentHash: fmt.Sprintf("%x", random(32)), wellknown.Installation: "courier-system/courier"}
+			m.Annotations = map[string]string{wellknown.Source: "platform/" + src, wellknown.ContentHash: fmt.Sprintf("%x", sha256.Sum256([]byte(src))), wellknown.Installation: "courier-system/courier"}
 			return &corev1.Secret{ObjectMeta: m, Data: map[string][]byte{"token": random(4096)}}
 		}},
 		{"Namespace", namespaces, func(i int) kruntime.Object {

@@ -59,7 +59,7 @@ func (m *Meta) annotations() Pairs {
 func (m *Meta) setMaps(labels, annotations Pairs) {
 	m.maps = nil
 	if labels != nil || annotations != nil {
-		m.maps = &maps{labels: labels, annotations: annotations}
+		m.maps = share(&maps{labels: labels, annotations: annotations})
 	}
 }
 
