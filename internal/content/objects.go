@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,8 +65,10 @@ type Digested struct {
 	whole *wholeContent
 }
 
+// keyDigest is one key's digest: 48 bytes (the key's name interned, behind
+// a handle of 8 bytes, not a string of 16).
 type keyDigest struct {
-	key    string
+	key    unique.Handle[string]
 	sum    [sha256.Size]byte
 	binary bool
 }
@@ -155,7 +158,7 @@ func DigestObject(obj any, withMaps bool) any {
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	d.keys = make([]keyDigest, len(entries))
 	for i, e := range entries {
-		d.keys[i] = keyDigest{key: objmeta.Intern(e.Key), sum: sumOf(e.Digest), binary: e.Binary}
+		d.keys[i] = keyDigest{key: unique.Make(e.Key), sum: sumOf(e.Digest), binary: e.Binary}
 	}
 	return d
 }
@@ -221,7 +224,7 @@ func Entries(obj any) []Entry {
 		}
 		out := make([]Entry, len(o.keys))
 		for i, k := range o.keys {
-			out[i] = Entry{Binary: k.binary, Key: k.key, Digest: hex.EncodeToString(k.sum[:])}
+			out[i] = Entry{Binary: k.binary, Key: k.key.Value(), Digest: hex.EncodeToString(k.sum[:])}
 		}
 		return out
 	case *corev1.Secret:
@@ -281,7 +284,7 @@ func Has(obj any, key string) bool {
 			_, ok := o.keyIndex(key)
 			return ok
 		}
-		_, ok := slices.BinarySearchFunc(o.keys, key, func(e keyDigest, k string) int { return strings.Compare(e.key, k) })
+		_, ok := slices.BinarySearchFunc(o.keys, key, func(e keyDigest, k string) int { return strings.Compare(e.key.Value(), k) })
 		return ok
 	case *corev1.Secret:
 		_, ok := o.Data[key]
