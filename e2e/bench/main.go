@@ -585,6 +585,7 @@ func run(ctx context.Context, o options) error {
 	}
 	m = cur.memory()
 	r.Memory["steadyRssBytes"], r.Memory["steadyHeapBytes"], r.Memory["peakRssBytes"] = m.RSS, m.Heap, max(peakRSS, m.PeakRSS)
+	r.Memory["steadyRssFileBytes"] = m.RSSFile
 	cur.get("/debug/pprof/heap?gc=1") // a forced GC: what is left is live
 	_, body = cur.get("/metrics")
 	r.Memory["steadyLiveHeapBytes"] = int64(metricValue(body, "go_memstats_heap_alloc_bytes"))
@@ -971,8 +972,8 @@ func report(w *os.File, r *results) {
 	}
 	tw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
-	fmt.Fprintf(w, "\nmemory: steady RSS %s (Go heap %s, live after a forced GC %s), peak RSS %s; first start peak %s; raw values %.0f MiB\n",
-		mib(r.Memory["steadyRssBytes"]), mib(r.Memory["steadyHeapBytes"]), mib(r.Memory["steadyLiveHeapBytes"]), mib(r.Memory["peakRssBytes"]),
+	fmt.Fprintf(w, "\nmemory: steady RSS %s (file-backed %s; Go heap %s, live after a forced GC %s), peak RSS %s; first start peak %s; raw values %.0f MiB\n",
+		mib(r.Memory["steadyRssBytes"]), mib(r.Memory["steadyRssFileBytes"]), mib(r.Memory["steadyHeapBytes"]), mib(r.Memory["steadyLiveHeapBytes"]), mib(r.Memory["peakRssBytes"]),
 		mib(r.Memory["firstStartPeakRssBytes"]), r.RawMiB)
 	share := func(gc, all float64) string { return fmt.Sprintf("%.1fs, %.0f%% of it GC", all, 100*gc/all) }
 	fmt.Fprintf(w, "CPU: steady state %s; the last process's life %s\n",

@@ -394,10 +394,13 @@ func (c *courier) profile(which, path string) error {
 	return f.Close()
 }
 
-// memory is courier's RSS now and at its peak (VmRSS, VmHWM) and its Go heap in use.
+// memory is courier's RSS now and at its peak (VmRSS, VmHWM), the part of
+// the RSS that is file-backed (RssFile: the binary's pages, clean, which the
+// kernel reclaims under pressure) and its Go heap in use.
 type memory struct {
 	RSS     int64 `json:"rssBytes"`
 	PeakRSS int64 `json:"peakRssBytes"`
+	RSSFile int64 `json:"rssFileBytes"`
 	Heap    int64 `json:"heapInuseBytes"`
 }
 
@@ -415,6 +418,8 @@ func (c *courier) memory() memory {
 			m.RSS = kb * 1024
 		case "VmHWM:":
 			m.PeakRSS = kb * 1024
+		case "RssFile:":
+			m.RSSFile = kb * 1024
 		}
 	}
 	_, body := c.get("/metrics")

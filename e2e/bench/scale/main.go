@@ -509,11 +509,11 @@ func table(shown figures, runs ...figures) string {
 		if s.CPU["steady"] > 0 {
 			gc = fmt.Sprintf("%.0f%%", 100*s.CPU["steadyGc"]/s.CPU["steady"])
 		}
-		fmt.Fprintf(&b, "| %d | %d | %d (%d) | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %.0f MiB | %.0f MiB | %.0f MiB | %s | %.0f B | %s | %s | %.0f, %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %d | %d (%d) | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %s | %.0f MiB | %.0f MiB | %s | %.0f B | %s | %s | %.0f, %s | %s | %s |\n",
 			s.Namespaces, s.Objects, s.Repeats, s.Invalid[replica]+s.Invalid[consume], secs(s.Scenarios[replica].median()), secs(s.Floors[replica].median()),
 			secs(s.Scenarios[consume].median()), secs(s.Floors[consume].median()), secs(s.Scenarios[fresh].median()),
 			secs(s.Scenarios[burst].median()), secs(s.Scenarios[start].median()), secs(s.Floors[start].median()), s.Writes[restart],
-			s.Memory["steadyRssBytes"]/(1<<20), s.Memory["peakRssBytes"]/(1<<20), s.Memory["steadyHeapBytes"]/(1<<20),
+			steadyRSS(s), s.Memory["peakRssBytes"]/(1<<20), s.Memory["steadyHeapBytes"]/(1<<20),
 			mibOrDash(s.Memory["steadyLiveHeapBytes"]), s.HeapPerObject, gc, limits, s.Scenarios[idle].Median, s.Writes[idle], minutes(s.LoadSecs), minutes(s.RunSecs))
 	}
 	fmt.Fprintf(&b, "\nThe targets (issue #17) are set for 10,000 namespaces; they are judged at every size, over at least %d independent runs "+
@@ -592,6 +592,16 @@ func everyRepetition(sizes []size) string {
 		}
 	}
 	return b.String()
+}
+
+// steadyRSS is a size's steady RSS, with the part of it that is
+// file-backed (the binary's pages) where the run measured it.
+func steadyRSS(s size) string {
+	rss := fmt.Sprintf("%.0f MiB", s.Memory["steadyRssBytes"]/(1<<20))
+	if f := s.Memory["steadyRssFileBytes"]; f > 0 {
+		rss += fmt.Sprintf(" (%.0f file-backed)", f/(1<<20))
+	}
+	return rss
 }
 
 func mibOrDash(b float64) string {
