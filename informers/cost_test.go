@@ -1,6 +1,8 @@
 package informers
 
 import (
+	"github.com/courier-k8s/courier/internal/heap"
+
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
@@ -89,7 +91,7 @@ func BenchmarkCacheCost(b *testing.B) {
 			transform := Transform(SourcesIn(role.Config{Allowed: allowed, Namespace: "courier-system"}))
 			codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 			for b.Loop() {
-				before := liveHeap()
+				before := heap.Live()
 				store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, c.indexers)
 				for _, raw := range encoded {
 					obj, _, err := codec.Decode(raw, nil, nil)
@@ -104,7 +106,7 @@ func BenchmarkCacheCost(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				after := liveHeap()
+				after := heap.Live()
 				if f := os.Getenv("COST_PROFILE"); f != "" {
 					w, _ := os.Create(f + "-" + strings.ReplaceAll(c.name, " ", "_"))
 					_ = pprof.WriteHeapProfile(w)
@@ -115,13 +117,6 @@ func BenchmarkCacheCost(b *testing.B) {
 			}
 		})
 	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 func nsOf(i int) string { return fmt.Sprintf("team-%05d", i) }

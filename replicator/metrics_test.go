@@ -1,6 +1,8 @@
 package replicator
 
 import (
+	"github.com/courier-k8s/courier/internal/heap"
+
 	"fmt"
 	"maps"
 	"runtime"
@@ -69,25 +71,17 @@ func BenchmarkStatesCost(b *testing.B) {
 		for i, ns := range targets {
 			interned[i] = unique.Make(ns)
 		}
-		before := liveHeap()
+		before := heap.Live()
 		s := newStates()
 		for _, src := range []string{"shared", "registry", "ca"} {
 			for _, ns := range targets {
 				s.put(key{Kind: kindSecret, Namespace: "platform", Name: src, Target: ns}, StateInSync)
 			}
 		}
-		after := liveHeap()
+		after := heap.Live()
 		b.ReportMetric(float64(after-before)/float64(len(s.m)), "B/pair")
 		runtime.KeepAlive(s)
 		runtime.KeepAlive(targets)
 		runtime.KeepAlive(interned)
 	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -1,6 +1,8 @@
 package workers
 
 import (
+	"github.com/courier-k8s/courier/internal/heap"
+
 	"fmt"
 	"reflect"
 	"runtime"
@@ -29,15 +31,15 @@ func TestKeepsTheEarliestAndTakeEndsTheWait(t *testing.T) {
 func TestAnEmptiedPendingHoldsNoRoomForItsPeak(t *testing.T) {
 	p := NewPending[pair]()
 	keys := pairKeys()
-	before := heap()
+	before := heap.Live()
 	for _, k := range keys {
 		p.Remember(k, time.Unix(1, 0))
 	}
-	full := heap()
+	full := heap.Live()
 	for _, k := range keys {
 		p.Take(k)
 	}
-	emptied := heap()
+	emptied := heap.Live()
 	runtime.KeepAlive(keys)
 	t.Logf("heap: %d KiB, with 100,000 keys %d KiB, all taken %d KiB", before>>10, full>>10, emptied>>10)
 	if grew := int64(emptied) - int64(before); grew > 64<<10 {
@@ -61,12 +63,4 @@ func pairKeys() []pair {
 		keys[i] = pair{"Secret", "platform", "ca", fmt.Sprintf("tenant-%05d", i), ""}
 	}
 	return keys
-}
-
-// heap is the live heap after a GC.
-func heap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -1,6 +1,8 @@
 package workers
 
 import (
+	"github.com/courier-k8s/courier/internal/heap"
+
 	"context"
 	"errors"
 	"fmt"
@@ -263,7 +265,7 @@ func TestAnIdleQueueHoldsNoRoomForItsPeak(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	first := q.current()
-	before := heap()
+	before := heap.Live()
 	go q.Run(ctx, 4, pair{}, func() {
 		for _, k := range keys {
 			q.Add(k, time.Now())
@@ -279,8 +281,8 @@ func TestAnIdleQueueHoldsNoRoomForItsPeak(t *testing.T) {
 	}
 	// The old queue goes once its workers stopped and its metrics' ticker
 	// (every 500 ms) saw it shut down.
-	after := heap()
-	for deadline := time.Now().Add(5 * time.Second); after > before+512<<10 && time.Now().Before(deadline); after = heap() {
+	after := heap.Live()
+	for deadline := time.Now().Add(5 * time.Second); after > before+512<<10 && time.Now().Before(deadline); after = heap.Live() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	runtime.KeepAlive(keys)
