@@ -30,8 +30,15 @@ type budget struct {
 	fly   map[key]bool      // in flight, as the cache shows it
 	taken map[key]string    // written, not yet in the cache: the courier.dev/config-inputs it was written over
 	queue map[key]queuedFor // waiting for a slot
+	// grown: the maps held more than roomAbove entries since they were
+	// made (see tidy).
+	grown bool
 	gauge prometheus.Gauge
 }
+
+// roomAbove is the number of entries past which the budget's maps, once
+// all empty, are made anew.
+const roomAbove = 1024
 
 type queuedFor struct {
 	wave int
@@ -76,8 +83,23 @@ func (b *budget) observe(k key, obj any, flying bool) []queued {
 			delete(b.fly, k)
 		}
 	}
+	b.tidy()
 	b.gauge.Set(float64(b.count()))
 	return b.next()
+}
+
+// tidy notes how large the maps grew and, once they are all empty after
+// holding more than roomAbove entries, makes them anew: Go maps keep the
+// room they once needed, and a source update rolls out thousands of
+// workloads at once. b.mu is held.
+func (b *budget) tidy() {
+	n := len(b.fly) + len(b.taken) + len(b.queue)
+	switch {
+	case n > roomAbove:
+		b.grown = true
+	case n == 0 && b.grown:
+		b.fly, b.taken, b.queue, b.grown = map[key]bool{}, map[key]string{}, map[key]queuedFor{}, false
+	}
 }
 
 // queued is a rollout waiting for a slot.
@@ -155,6 +177,7 @@ func (b *budget) room(k key, wave int, seen time.Time, record string, take bool)
 		} else {
 			b.queue[k] = q
 		}
+		b.tidy()
 	}
 	return ok
 }
@@ -166,6 +189,7 @@ func (b *budget) wait(k key, wave int, seen time.Time) []queued {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queue[k] = queuedFor{wave: max(wave, 0), seen: seen}
+	b.tidy()
 	return b.next()
 }
 
@@ -175,6 +199,7 @@ func (b *budget) giveBack(k key) []queued {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.taken, k)
+	b.tidy()
 	b.gauge.Set(float64(b.count()))
 	return b.next()
 }
@@ -185,6 +210,7 @@ func (b *budget) leave(k key) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.queue, k)
+	b.tidy()
 }
 
 // forgetKind drops every entry of workloads of kind, and returns their keys.
@@ -209,6 +235,7 @@ func (b *budget) forgetKind(kind string) []key {
 			delete(b.queue, k)
 		}
 	}
+	b.tidy()
 	b.gauge.Set(float64(b.count()))
 	return out
 }
@@ -225,6 +252,7 @@ func (b *budget) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.taken, b.queue = map[key]string{}, map[key]queuedFor{} // new maps: Go maps never shrink
+	b.tidy()
 	b.gauge.Set(float64(b.count()))
 }
 

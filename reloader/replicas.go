@@ -70,6 +70,7 @@ func (c *Controller) releaseParked(ctx context.Context) {
 			}
 		}
 		if len(c.parked.keys) == 0 {
+			c.parked.keys = nil // made anew by the next park: Go maps never shrink
 			c.parked.running = false
 			c.parked.mu.Unlock()
 			return
