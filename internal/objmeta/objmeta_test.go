@@ -8,8 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 func TestFromKeepsWhatCourierReads(t *testing.T) {
@@ -63,12 +61,6 @@ func TestRepeatedStringsAreShared(t *testing.T) {
 	long := string(make([]byte, maxInterned+1))
 	if unsafe.StringData(Intern(long)) != unsafe.StringData(long) {
 		t.Error("a value longer than maxInterned was copied")
-	}
-	// A workload's baseline is its own: kept as decoded, not interned.
-	baseline := "courier-system/courier:" + string([]byte("0123abcd"))
-	p := PairsOf(map[string]string{wellknown.ConfigInputs: baseline})
-	if v, _ := p.Get(wellknown.ConfigInputs); unsafe.StringData(v) != unsafe.StringData(baseline) {
-		t.Error("a baseline was interned (copied into the intern table)")
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 // Pairs is a small string map (labels, annotations) held as its keys and
@@ -16,12 +14,6 @@ import (
 // Get; Map builds a map for code that needs one (a new map each time:
 // changing it changes nothing cached).
 type Pairs []string
-
-// unshared are the annotations whose values are one object's own by
-// design, so interning one would cost more than it shares (the string
-// again, and an entry in the intern table): courier's baseline of a
-// workload and the hash of its inputs in its pod template.
-var unshared = map[string]bool{wellknown.ConfigInputs: true, wellknown.ConfigHash: true}
 
 // PairsOf is m as Pairs (nil if m is empty).
 func PairsOf(m map[string]string) Pairs {
@@ -35,11 +27,7 @@ func PairsOf(m map[string]string) Pairs {
 	slices.Sort(keys)
 	p := make(Pairs, 0, 2*len(m))
 	for _, k := range keys {
-		v := m[k]
-		if !unshared[k] {
-			v = Intern(v)
-		}
-		p = append(p, Intern(k), v)
+		p = append(p, Intern(k), Intern(m[k]))
 	}
 	return p
 }
