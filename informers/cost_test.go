@@ -1,8 +1,6 @@
 package informers
 
 import (
-	"github.com/courier-k8s/courier/internal/heap"
-
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/courier-k8s/courier/internal/heap"
 	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )

@@ -3,6 +3,7 @@ package reloader
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,14 +31,14 @@ type budget struct {
 	fly   map[key]bool      // in flight, as the cache shows it
 	taken map[key]string    // written, not yet in the cache: the courier.dev/config-inputs it was written over
 	queue map[key]queuedFor // waiting for a slot
-	// grown: the maps held more than roomAbove entries since they were
+	// peaks: the most entries fly, taken and queue held since each was
 	// made (see tidy).
-	grown bool
+	peaks [3]int
 	gauge prometheus.Gauge
 }
 
-// roomAbove is the number of entries past which the budget's maps, once
-// all empty, are made anew.
+// roomAbove is the number of entries past which a budget's map, once
+// empty, is made anew.
 const roomAbove = 1024
 
 type queuedFor struct {
@@ -88,18 +89,28 @@ func (b *budget) observe(k key, obj any, flying bool) []queued {
 	return b.next()
 }
 
-// tidy notes how large the maps grew and, once they are all empty after
-// holding more than roomAbove entries, makes them anew: Go maps keep the
-// room they once needed, and a source update rolls out thousands of
-// workloads at once. b.mu is held.
+// tidy notes how large each map grew and makes anew one left with an
+// eighth or less of more than roomAbove entries it held (its entries
+// copied): Go maps keep the room they once needed, a source update rolls
+// out thousands of workloads at once, and one of them that never gets
+// healthy must not keep that room. b.mu is held.
 func (b *budget) tidy() {
-	n := len(b.fly) + len(b.taken) + len(b.queue)
-	switch {
-	case n > roomAbove:
-		b.grown = true
-	case n == 0 && b.grown:
-		b.fly, b.taken, b.queue, b.grown = map[key]bool{}, map[key]string{}, map[key]queuedFor{}, false
+	b.fly = renewed(b.fly, &b.peaks[0])
+	b.taken = renewed(b.taken, &b.peaks[1])
+	b.queue = renewed(b.queue, &b.peaks[2])
+}
+
+// renewed is m, or a copy of m in a new map if m holds an eighth or less
+// of the more than roomAbove entries it once held; peak is the most m held.
+func renewed[V any](m map[key]V, peak *int) map[key]V {
+	*peak = max(*peak, len(m))
+	if *peak <= roomAbove || len(m) > *peak/8 {
+		return m
 	}
+	*peak = len(m)
+	n := make(map[key]V, len(m)) // not maps.Clone, which keeps m's room
+	maps.Copy(n, m)
+	return n
 }
 
 // queued is a rollout waiting for a slot.

@@ -1,8 +1,6 @@
 package replicator
 
 import (
-	"github.com/courier-k8s/courier/internal/heap"
-
 	"fmt"
 	"maps"
 	"runtime"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/courier-k8s/courier/internal/heap"
 )
 
 // TestLatencyExistsBeforeTheFirstWrite: rate() sees a histogram's first
@@ -24,10 +24,10 @@ func TestLatencyExistsBeforeTheFirstWrite(t *testing.T) {
 	}
 }
 
-// TestStatesAreKeptByPairNotByString: a pair's state is found again from
+// TestStatesCountEachPairOnceWhateverItsStrings: a pair's state is found again from
 // a key made of other strings with the same text (states interns them),
 // counted once per pair, and forgotten with its pair or its cluster.
-func TestStatesAreKeptByPairNotByString(t *testing.T) {
+func TestStatesCountEachPairOnceWhateverItsStrings(t *testing.T) {
 	s := newStates()
 	reg := prometheus.NewRegistry()
 	newMetrics(reg, s)

@@ -32,7 +32,8 @@ type Meta struct {
 	version uint64
 	created int64 // Unix seconds (the API server's precision)
 	// maps are its labels and annotations, behind a pointer: most cached
-	// objects keep none (nil), and pay 8 bytes for them, not 48.
+	// objects keep none (nil), and pay 8 bytes for them, not 48. Never
+	// changed once made (objects share them: share).
 	maps *maps
 	// rare is what few objects have (nil: none of it), so the rest do not
 	// pay for its fields.
@@ -247,10 +248,12 @@ func (m *Meta) SetCreationTimestamp(t metav1.Time) {
 	}
 }
 
-// DeepCopy is a copy of m that shares nothing it could change.
+// DeepCopy is a copy of m that shares nothing it could change. Its labels
+// and annotations are m's: a Meta's maps and their Pairs are never changed
+// once made (the setters replace them), and objects courier manages share
+// theirs (share).
 func (m *Meta) DeepCopy() Meta {
 	c := *m
-	c.setMaps(slices.Clone(m.labels()), slices.Clone(m.annotations()))
 	if r := m.rare; r != nil {
 		c.rare = &rare{uidText: r.uidText, versionText: r.versionText, deletion: r.deletion.DeepCopy(), finalizers: slices.Clone(r.finalizers)}
 		if r.owners != nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
 func TestFromKeepsWhatCourierReads(t *testing.T) {
@@ -76,6 +78,15 @@ func TestDeepCopySharesNothingItCouldChange(t *testing.T) {
 	if m.GetLabels()["a"] != "1" || m.GetAnnotations()["b"] != "2" || m.GetOwnerReferences()[0].Name != "o" || !m.GetDeletionTimestamp().Equal(&deleted) ||
 		c.GetLabels()["a"] != "x" || c.GetAnnotations()["b"] != "y" {
 		t.Error("a change to a DeepCopy changed the original")
+	}
+	// An object courier manages shares its labels and annotations with
+	// equal ones: a change to a copy changes neither the original nor them.
+	managed := map[string]string{wellknown.ManagedBy: wellknown.ManagedByValue, "a": "1"}
+	r1, r2 := From(&metav1.ObjectMeta{Labels: managed}, true), From(&metav1.ObjectMeta{Labels: managed}, true)
+	rc := r1.DeepCopy()
+	rc.SetLabels(map[string]string{wellknown.ManagedBy: wellknown.ManagedByValue, "a": "x"})
+	if r1.GetLabels()["a"] != "1" || r2.GetLabels()["a"] != "1" || rc.GetLabels()["a"] != "x" {
+		t.Error("a change to a DeepCopy of a managed object changed the original or another sharing its labels")
 	}
 }
 

@@ -1,13 +1,13 @@
 package workers
 
 import (
-	"github.com/courier-k8s/courier/internal/heap"
-
 	"fmt"
 	"reflect"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/courier-k8s/courier/internal/heap"
 )
 
 func TestKeepsTheEarliestAndTakeEndsTheWait(t *testing.T) {

@@ -1,8 +1,6 @@
 package workers
 
 import (
-	"github.com/courier-k8s/courier/internal/heap"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/courier-k8s/courier/internal/heap"
 	"github.com/courier-k8s/courier/internal/metrics"
 )
 
