@@ -17,6 +17,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -558,7 +559,7 @@ func table(shown figures, runs ...figures) string {
 	if n := len(all.Sizes); n > 0 {
 		largest := all.Sizes[n-1].Namespaces
 		if rss, half, full, err := holds(runs, largest); err == nil {
-			fmt.Fprintf(&b, "\nWhat the chart's memory limits hold, extrapolated along lines fitted over every run up to %s namespaces "+
+			fmt.Fprintf(&b, "\nWhat the chart's memory limits hold, extrapolated along lines fitted over every run of the newest commit measured at %s namespaces "+
 				"(least squares; clusters of this density): steady RSS reaches %d MiB at about %s namespaces; the live heap reaches half "+
 				"of the chart's GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) at about %s, and GOMEMLIMIT itself "+
 				"(beyond it courier cannot keep its caches under the limits) at about %s.\n", thousands(largest), steadyRSSTarget, thousands(rss), thousands(half), thousands(full))
@@ -731,6 +732,30 @@ func fitOver(runs []figures, upTo int, key string) (line, error) {
 	return line{a: my - b*mx, b: b}, nil
 }
 
+// ofCommitAt is every size of runs (newest first) measured of the commit
+// the newest run at namespaces measured.
+func ofCommitAt(runs []figures, namespaces int) []figures {
+	commit, found := "", false
+	for _, r := range runs {
+		for _, s := range r.Sizes {
+			if s.Namespaces == namespaces && !found {
+				commit, found = cmp.Or(s.Commit, r.Commit), true
+			}
+		}
+	}
+	var out []figures
+	for _, r := range runs {
+		f := figures{Date: r.Date, Machine: r.Machine, Commit: r.Commit}
+		for _, s := range r.Sizes {
+			if cmp.Or(s.Commit, r.Commit) == commit {
+				f.Sizes = append(f.Sizes, s)
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // reaches is where l reaches limit, in namespaces rounded down to hundreds.
 func (l line) reaches(limit float64) int { return int((limit-l.a)/l.b) / 100 * 100 }
 
@@ -747,8 +772,11 @@ func goMemLimit(s size) float64 {
 // where steady RSS reaches the target and the live heap half of the chart's
 // GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) and
 // GOMEMLIMIT itself (beyond it courier cannot keep its caches under the
-// chart's limits), each extrapolated along a line fitted over every run.
+// chart's limits), each extrapolated along a line fitted over every run of
+// the commit of the newest run at upTo (runs newest first): a line through
+// the runs of commits that held more or less would describe none of them.
 func holds(runs []figures, upTo int) (rss, half, full int, err error) {
+	runs = ofCommitAt(runs, upTo)
 	r, err := fitOver(runs, upTo, "steadyRssBytes")
 	if err != nil {
 		return 0, 0, 0, err

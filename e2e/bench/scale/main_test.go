@@ -156,6 +156,15 @@ func TestWhatTheLimitsHold(t *testing.T) {
 	if _, _, _, err := holds(runs, 1000); err == nil {
 		t.Error("a line fitted over one size")
 	}
+	// An older commit's runs, which held twice as much, are not on the line.
+	older := func(ns int) size {
+		s := at(ns, chart)
+		s.Commit, s.Memory["steadyRssBytes"], s.Memory["steadyLiveHeapBytes"] = "old", 2*s.Memory["steadyRssBytes"], 2*s.Memory["steadyLiveHeapBytes"]
+		return s
+	}
+	if got, _, _, err := holds(append(runs, figures{Sizes: []size{older(3000), older(10000)}}), 10000); err != nil || got != 7200 {
+		t.Errorf("with an older commit's runs: holds = %d (%v), want 7200 from the newest commit's runs alone", got, err)
+	}
 	if _, _, _, err := holds([]figures{{Sizes: []size{at(1000, ""), at(10000, "")}}}, 10000); err == nil {
 		t.Error("a limit extrapolated from runs without the chart's limits")
 	}
