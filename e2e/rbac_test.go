@@ -163,22 +163,6 @@ func TestRBACIsMinimal(t *testing.T) {
 // refusal is what courier logs (JSON, so quotes come escaped) when the API
 // server refuses it p: RBAC's own message, or for the verb override the
 // guard policy's, which names it.
-// refusedWithin reports whether cp's log shows the API server refusing p
-// within timeout.
-func refusedWithin(t *testing.T, cp *courierProcess, p permission, timeout time.Duration) bool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	for !strings.Contains(cp.Logs(), refusal(p)) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return true
-}
-
 func refusal(p permission) string {
 	if p.verb == "override" {
 		return fmt.Sprintf(`you need the RBAC verb \"override\" on %s`, p.resource)

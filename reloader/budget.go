@@ -37,8 +37,8 @@ type budget struct {
 	gauge prometheus.Gauge
 }
 
-// roomAbove is the number of entries past which a budget's map, once
-// empty, is made anew.
+// roomAbove is the number of entries past which a budget's map, once down
+// to an eighth of them or less, is made anew (tidy).
 const roomAbove = 1024
 
 type queuedFor struct {

@@ -735,11 +735,14 @@ func fitOver(runs []figures, upTo int, key string) (line, error) {
 // ofCommitAt is every size of runs (newest first) measured of the commit
 // the newest run at namespaces measured.
 func ofCommitAt(runs []figures, namespaces int) []figures {
-	commit, found := "", false
+	commitOf := func(r figures, s size) string { return cmp.Or(s.Commit, r.Commit) }
+	commit := ""
+newest:
 	for _, r := range runs {
 		for _, s := range r.Sizes {
-			if s.Namespaces == namespaces && !found {
-				commit, found = cmp.Or(s.Commit, r.Commit), true
+			if s.Namespaces == namespaces {
+				commit = commitOf(r, s)
+				break newest
 			}
 		}
 	}
@@ -747,7 +750,7 @@ func ofCommitAt(runs []figures, namespaces int) []figures {
 	for _, r := range runs {
 		f := figures{Date: r.Date, Machine: r.Machine, Commit: r.Commit}
 		for _, s := range r.Sizes {
-			if cmp.Or(s.Commit, r.Commit) == commit {
+			if commitOf(r, s) == commit {
 				f.Sizes = append(f.Sizes, s)
 			}
 		}
