@@ -320,6 +320,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{Cluster: o.ClusterName})
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
+		Read:         informers.NewReader(client, scope).Read,
 		View:         v,
 		Finder:       finder,
 		KeyLabels:    keyLabels,

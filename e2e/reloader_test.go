@@ -588,3 +588,46 @@ func revision(t *testing.T, resourceVersion string) uint64 {
 	}
 	return v
 }
+
+// An input created before its consumer (the order GitOps tools apply them
+// in) is held by courier's cache as its metadata only until a workload
+// consumes it: courier reads it once, by name, when the workload appears
+// (courier_reloader_input_reads_total), and from its next change on the
+// cache holds its digests, so that change and later ones roll the workload
+// out without another read. A restarted courier lists the workloads before
+// the Secrets and ConfigMaps, so it reads none of the inputs again (#51).
+func TestAnInputCreatedBeforeItsConsumerIsReadOnce(t *testing.T) {
+	ns := newNamespace(t, "gitops", nil)
+	args := []string{"--namespace=" + ns, "--watch-namespaces=" + ns}
+	c := startCourier(t, args...)
+	c.WaitReady(t.Context())
+	c.WaitLeader(t.Context())
+	const reads = "courier_reloader_input_reads_total"
+	createSecret(t, ns, "db", withData("password", "1"))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "1", "b": "1"}}
+	if _, err := admin().CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createDeployment(t, ns, "web", map[string]string{keyReload: "true"}, podSpec([]corev1.EnvVar{keyRef("configmap", "settings", "a")},
+		[]corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}}, nil))
+	rs := settled(t, ns, "web")
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
+
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
+	rolledOutOnce(t, ns, "web", rs, "secret/db")
+	rs++
+	// A change of a key the workload does not consume, and of labels only:
+	// told apart on digests, with no read.
+	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["b"] = "2" })
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Labels = map[string]string{"team": "a"} })
+	noRollout(t, ns, "web", rs)
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
+
+	c.Stop()
+	restarted := startCourier(t, args...)
+	restarted.WaitReady(t.Context())
+	restarted.WaitLeader(t.Context())
+	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["a"] = "2" })
+	rolledOutOnce(t, ns, "web", rs, "configmap/settings")
+	restarted.WaitMetricsExactly(t.Context(), map[string]float64{reads: 0})
+}

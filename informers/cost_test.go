@@ -43,14 +43,20 @@ func BenchmarkCacheCost(b *testing.B) {
 		name     string
 		indexers cache.Indexers
 		object   func(i int) kruntime.Object
+		// consumed: a workload consumes every object (held as digests),
+		// else none (held as metadata only).
+		consumed bool
 	}{
-		{"Secret", content, func(i int) kruntime.Object {
+		{name: "Secret", indexers: content, object: func(i int) kruntime.Object {
 			return &corev1.Secret{ObjectMeta: apiMeta(fmt.Sprintf("sec-%d", i%10), nsOf(i/10)), Data: map[string][]byte{"v": random(4096)}}
 		}},
-		{"ConfigMap", content, func(i int) kruntime.Object {
+		{name: "consumed Secret", indexers: content, consumed: true, object: func(i int) kruntime.Object {
+			return &corev1.Secret{ObjectMeta: apiMeta(fmt.Sprintf("sec-%d", i%10), nsOf(i/10)), Data: map[string][]byte{"v": random(4096)}}
+		}},
+		{name: "ConfigMap", indexers: content, object: func(i int) kruntime.Object {
 			return &corev1.ConfigMap{ObjectMeta: apiMeta(fmt.Sprintf("cm-%d", i%5), nsOf(i/5)), Data: map[string]string{"v": string(random(4096))}}
 		}},
-		{"replica Secret", content, func(i int) kruntime.Object {
+		{name: "replica Secret", indexers: content, object: func(i int) kruntime.Object {
 			// Three sources, each in every namespace: a source's replicas
 			// carry its content's hash.
 			src := []string{"shared", "registry", "ca"}[i%3]
@@ -59,12 +65,12 @@ func BenchmarkCacheCost(b *testing.B) {
 			m.Annotations = map[string]string{wellknown.Source: "platform/" + src, wellknown.ContentHash: fmt.Sprintf("%x", sha256.Sum256([]byte(src))), wellknown.Installation: "courier-system/courier"}
 			return &corev1.Secret{ObjectMeta: m, Data: map[string][]byte{"token": random(4096)}}
 		}},
-		{"Namespace", namespaces, func(i int) kruntime.Object {
+		{name: "Namespace", indexers: namespaces, object: func(i int) kruntime.Object {
 			m := apiMeta(nsOf(i), "")
 			m.Labels = map[string]string{wellknown.NamespaceName: nsOf(i), "team": fmt.Sprintf("t%d", i%10), "tier": "prod"}
 			return &corev1.Namespace{ObjectMeta: m, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
 		}},
-		{"Deployment", workloads, func(i int) kruntime.Object {
+		{name: "Deployment", indexers: workloads, object: func(i int) kruntime.Object {
 			m := apiMeta(fmt.Sprintf("app-%d", i%2), nsOf(i/2))
 			m.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1", wellknown.ConfigInputs: fmt.Sprintf("%x", random(32))}
 			labels := map[string]string{"app": m.Name}
@@ -87,7 +93,11 @@ func BenchmarkCacheCost(b *testing.B) {
 			if os.Getenv("COST_PROFILE") != "" {
 				runtime.MemProfileRate = 1
 			}
-			transform := Transform(SourcesIn(role.Config{Allowed: allowed, Namespace: "courier-system"}))
+			var consumed Consumed
+			if c.consumed {
+				consumed = func(string, string, string) bool { return true }
+			}
+			transform := Transform(SourcesIn(role.Config{Allowed: allowed, Namespace: "courier-system"}), consumed)
 			codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 			for b.Loop() {
 				before := heap.Live()

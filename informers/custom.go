@@ -130,6 +130,19 @@ func (c *Custom) Start(ctx context.Context) {
 	}
 }
 
+// consumes reports whether an object of a kind running now consumes the
+// input ik, an InputKey (Set.consumed).
+func (c *Custom) consumes(ik string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.running {
+		if objs, _ := Consumers(k.inf.GetIndexer(), ik); len(objs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Custom) notInstalled(r workload.Resource) {
 	c.logger.Info("a kind listed in --reload-resources is not installed; courier watches it once its CustomResourceDefinition is established", zap.Stringer("resource", r.GroupResource))
 }

@@ -48,6 +48,12 @@ type Scope struct {
 // them.
 type Set struct {
 	factories []informers.SharedInformerFactory
+	// contents are each namespace's factory of Secrets and ConfigMaps,
+	// started once its built-in workloads (workloads) are listed (Start).
+	contents  map[string]informers.SharedInformerFactory
+	workloads map[string][]cache.SharedIndexInformer
+	// consumers are the built-in workload informers' indexers (consumed).
+	consumers []cache.Indexer
 
 	Secrets      Getter // Helm release Secrets left out
 	ConfigMaps   Getter
@@ -94,25 +100,27 @@ func (f fixed) Informer() cache.SharedIndexInformer { return f.inf }
 // the cache keeps of each Secret and ConfigMap, and how they are indexed.
 // scope is what the caches hold.
 func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
-	s := &Set{Reach: newReach(scope.Namespaces, logger), parts: map[string][]cache.SharedIndexInformer{}}
+	s := &Set{Reach: newReach(scope.Namespaces, logger), parts: map[string][]cache.SharedIndexInformer{}, contents: map[string]informers.SharedInformerFactory{}, workloads: map[string][]cache.SharedIndexInformer{}}
 	s.Reach.served = s.announce
 	type factory = informers.SharedInformerFactory
 	kinds := []struct {
-		field *Getter
-		of    func(f factory, ns string) cache.SharedIndexInformer
+		field   *Getter
+		of      func(f factory, ns string) cache.SharedIndexInformer
+		content  bool // a Secret or ConfigMap: started after the workloads
+		workload bool
 	}{
-		{&s.Secrets, func(f factory, ns string) cache.SharedIndexInformer {
+		{content: true, field: &s.Secrets, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &corev1.Secret{}, func(c kubernetes.Interface) resourceClient[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }, func(o *metav1.ListOptions) {
 				want := scope.SecretOptions()
 				o.FieldSelector, o.LabelSelector = want.FieldSelector, want.LabelSelector
 			})
 		}},
-		{&s.ConfigMaps, func(f factory, ns string) cache.SharedIndexInformer {
+		{content: true, field: &s.ConfigMaps, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &corev1.ConfigMap{}, func(c kubernetes.Interface) resourceClient[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }, func(o *metav1.ListOptions) {
 				o.LabelSelector = scope.ConfigMapOptions().LabelSelector
 			})
 		}},
-		{&s.Namespaces, func(f factory, ns string) cache.SharedIndexInformer {
+		{field: &s.Namespaces, of: func(f factory, ns string) cache.SharedIndexInformer {
 			if ns == metav1.NamespaceAll {
 				return typed(f, s.Reach, ns, &corev1.Namespace{}, func(c kubernetes.Interface) resourceClient[*corev1.NamespaceList] { return c.CoreV1().Namespaces() }, nil)
 			}
@@ -120,34 +128,43 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 				return namedNamespaceInformer(c, ns, func(err error) { s.Reach.result(ns, "*v1.Namespace", err) })
 			})
 		}},
-		{&s.Deployments, func(f factory, ns string) cache.SharedIndexInformer {
+		{workload: true, field: &s.Deployments, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &appsv1.Deployment{}, func(c kubernetes.Interface) resourceClient[*appsv1.DeploymentList] { return c.AppsV1().Deployments(ns) }, nil)
 		}},
-		{&s.StatefulSets, func(f factory, ns string) cache.SharedIndexInformer {
+		{workload: true, field: &s.StatefulSets, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &appsv1.StatefulSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.StatefulSetList] {
 				return c.AppsV1().StatefulSets(ns)
 			}, nil)
 		}},
-		{&s.DaemonSets, func(f factory, ns string) cache.SharedIndexInformer {
+		{workload: true, field: &s.DaemonSets, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &appsv1.DaemonSet{}, func(c kubernetes.Interface) resourceClient[*appsv1.DaemonSetList] { return c.AppsV1().DaemonSets(ns) }, nil)
 		}},
-		{&s.CronJobs, func(f factory, ns string) cache.SharedIndexInformer {
+		{workload: true, field: &s.CronJobs, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &batchv1.CronJob{}, func(c kubernetes.Interface) resourceClient[*batchv1.CronJobList] { return c.BatchV1().CronJobs(ns) }, nil)
 		}},
-		{&s.Jobs, func(f factory, ns string) cache.SharedIndexInformer {
+		{workload: true, field: &s.Jobs, of: func(f factory, ns string) cache.SharedIndexInformer {
 			return typed(f, s.Reach, ns, &batchv1.Job{}, func(c kubernetes.Interface) resourceClient[*batchv1.JobList] { return c.BatchV1().Jobs(ns) }, nil)
 		}},
 	}
 	parts := make([]map[string]cache.SharedIndexInformer, len(kinds))
+	transform := Transform(SourcesIn(roles), s.consumed)
 	for _, ns := range scope.Each() {
-		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-			informers.WithTransform(Transform(SourcesIn(roles))), informers.WithNamespace(ns))
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(transform), informers.WithNamespace(ns))
+		fc := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(transform), informers.WithNamespace(ns))
 		s.factories = append(s.factories, f)
+		s.contents[ns] = fc
 		for i, k := range kinds {
 			if parts[i] == nil {
 				parts[i] = map[string]cache.SharedIndexInformer{}
 			}
-			parts[i][ns] = k.of(f, ns)
+			if k.content {
+				parts[i][ns] = k.of(fc, ns)
+			} else {
+				parts[i][ns] = k.of(f, ns)
+			}
+			if k.workload {
+				s.workloads[ns] = append(s.workloads[ns], parts[i][ns])
+			}
 		}
 	}
 	for i, k := range kinds {
@@ -156,6 +173,9 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 			m.skip = s.Reach.Refused // a namespace courier may not list in holds nothing up
 		}
 		*k.field = fixed{w}
+		if k.workload {
+			s.consumers = append(s.consumers, w.GetIndexer())
+		}
 		for ns, inf := range parts[i] {
 			s.parts[ns] = append(s.parts[ns], inf)
 			if ns == metav1.NamespaceAll {
@@ -238,6 +258,15 @@ func (s *Set) Start(ctx context.Context) {
 	for _, f := range s.factories {
 		f.Start(ctx.Done())
 	}
+	for ns, f := range s.contents {
+		s.running.Add(1)
+		go func() {
+			defer s.running.Done()
+			if s.workloadsListed(ctx, ns) {
+				f.Start(ctx.Done())
+			}
+		}()
+	}
 	if s.Custom != nil {
 		s.Custom.Start(ctx)
 	}
@@ -258,10 +287,49 @@ func (s *Set) Shutdown() {
 	for _, f := range s.factories {
 		f.Shutdown()
 	}
+	for _, f := range s.contents {
+		f.Shutdown() // Start is a no-op after it
+	}
 	if s.Custom != nil {
 		s.Custom.Shutdown()
 	}
 	s.running.Wait()
+}
+
+// workloadsListed waits until the built-in workload informers of namespace
+// ns have listed, or courier may not list there (Reach), or ctx ends
+// (false). Secrets and ConfigMaps are listed after them, so the transform
+// knows what the workloads consume when it first holds each input
+// (consumed) and no consumed input has to be read again; a start that read
+// them all at once would then read the consumed ones a second time.
+func (s *Set) workloadsListed(ctx context.Context, ns string) bool {
+	listed := func() bool {
+		for _, inf := range s.workloads[ns] {
+			if !inf.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return listed() || s.Reach.Refused(ns), nil
+	})
+	return err == nil
+}
+
+// consumed reports whether a workload in the cache consumes the Secret or
+// ConfigMap kind namespace/name (the transform's Consumed). The custom
+// kinds' informers start after the Secrets' and ConfigMaps' (with their
+// CRDs), so what those consume first is read by the reloader when it needs
+// it.
+func (s *Set) consumed(kind, namespace, name string) bool {
+	ik := InputKey(kind, namespace, name)
+	for _, indexer := range s.consumers {
+		if objs, _ := Consumers(indexer, ik); len(objs) > 0 {
+			return true
+		}
+	}
+	return s.Custom != nil && s.Custom.consumes(ik)
 }
 
 // HasSynced reports whether every informer has completed its initial list.

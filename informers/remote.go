@@ -328,7 +328,7 @@ func (r *Remotes) build(c *Remote, cfg *rest.Config) error {
 	// Replicas hold the values of sources courier already holds: their
 	// digests are enough (content.Digested), as for every object courier
 	// does not copy from.
-	digest := Transform(func(metav1.Object, corev1.SecretType) role.Keep { return role.Digests })
+	digest := Transform(func(metav1.Object, corev1.SecretType) role.Keep { return role.Digests }, nil)
 	for _, inf := range []cache.SharedIndexInformer{c.Secrets, c.ConfigMaps, c.Namespaces} {
 		if err := inf.SetTransform(digest); err != nil {
 			return err

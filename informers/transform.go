@@ -8,6 +8,7 @@ import (
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/namespaces"
 	"github.com/courier-k8s/courier/internal/role"
+	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
 
@@ -24,22 +25,41 @@ func SourcesIn(cfg role.Config) KeepValues {
 	return func(obj metav1.Object, typ corev1.SecretType) role.Keep { return role.Of(obj, typ, cfg).Keep }
 }
 
+// Consumed reports whether a workload in the cache consumes the Secret or
+// ConfigMap kind namespace/name (nil: none ever does).
+type Consumed func(kind, namespace, name string) bool
+
 // Transform returns the cache transform for every informer courier runs.
 // It is idempotent: a transformed object passes through unchanged.
-func Transform(keep KeepValues) cache.TransformFunc {
+//
+// A Secret or ConfigMap whose values courier does not keep is held as its
+// digests (content.DigestObject) if it bears a mark courier reads
+// (role.Marked) or consumed says a workload consumes it; any other as its
+// metadata only (content.MetadataOnly): most tenants' objects, which
+// courier never reads. One that a workload starts consuming later is read
+// then (the reloader's read), until its next change, which the cache then
+// digests.
+func Transform(keep KeepValues, consumed Consumed) cache.TransformFunc {
+	held := func(o metav1.Object, kind string) any {
+		marked := role.Marked(o)
+		if marked || consumed != nil && consumed(kind, o.GetNamespace(), o.GetName()) {
+			return content.DigestObject(o, marked)
+		}
+		return content.MetadataOnly(o)
+	}
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *corev1.Secret:
 			k := keep(o, o.Type)
 			trimMeta(&o.ObjectMeta)
 			if k != role.Values {
-				return content.DigestObject(o, role.Marked(o)), nil
+				return held(o, wellknown.KindSecret), nil
 			}
 		case *corev1.ConfigMap:
 			k := keep(o, "")
 			trimMeta(&o.ObjectMeta)
 			if k != role.Values {
-				return content.DigestObject(o, role.Marked(o)), nil
+				return held(o, wellknown.KindConfigMap), nil
 			}
 		case *corev1.Namespace:
 			return namespaces.From(o), nil

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/courier-k8s/courier/internal/content"
@@ -30,6 +31,7 @@ func allowPlatform(ns string) bool { return ns == "platform" }
 
 type objOpt func(*metav1.ObjectMeta)
 
+func withName(name string) objOpt  { return func(m *metav1.ObjectMeta) { m.Name = name } }
 func inNamespace(ns string) objOpt { return func(m *metav1.ObjectMeta) { m.Namespace = ns } }
 func annotated(k, v string) objOpt {
 	return func(m *metav1.ObjectMeta) {
@@ -83,7 +85,7 @@ func configMap(opts ...objOpt) *corev1.ConfigMap {
 func transform(t *testing.T, obj any) any {
 	t.Helper()
 	out, err := Transform(SourcesIn(role.Config{Allowed: allowPlatform, Namespace: "courier",
-		Compat: source.Compat{Replicator: true, Reflector: true}}))(obj)
+		Compat: source.Compat{Replicator: true, Reflector: true}}), everything)(obj)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}
@@ -156,6 +158,68 @@ func TestTransformSecretsAndConfigMaps(t *testing.T) {
 				}
 			} else if diff := cmp.Diff(out, again); diff != "" {
 				t.Errorf("second transform changed the object (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// everything is consumed by some workload.
+func everything(string, string, string) bool { return true }
+
+// A Secret or ConfigMap that bears no mark courier reads and that no
+// workload consumes is held as its metadata only: not even digests. A
+// consumed one, or one courier manages, is held as digests.
+func TestTransformHoldsOnlyMetadataOfWhatNobodyConsumes(t *testing.T) {
+	immutable := true
+	consumedOnly := func(kind, namespace, name string) bool {
+		return kind == wellknown.KindSecret && namespace == "platform" && name == "consumed"
+	}
+	tests := []struct {
+		name string
+		obj  metav1.Object
+		read bool
+	}{
+		{"a tenant's Secret", secret(), false},
+		{"a tenant's ConfigMap", configMap(), false},
+		{"a consumed Secret", secret(withName("consumed")), true},
+		{"a ConfigMap of the consumed Secret's name", configMap(withName("consumed")), false},
+		{"a replica", secret(labelled(wellknown.Replica, "true"), annotated(wellknown.Source, "platform/obj")), true},
+		{"one with Reloader's annotation", configMap(annotated("reloader.stakater.com/match", "true")), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if s, ok := tt.obj.(*corev1.Secret); ok {
+				s.Type, s.Immutable = corev1.SecretTypeTLS, &immutable
+			}
+			tt.obj.SetUID("0b7e4c1a-6f0e-4c53-9a52-3d0f7d8b9e21")
+			tt.obj.SetResourceVersion("4711")
+			want := tt.obj.(runtime.Object).DeepCopyObject().(metav1.Object)
+			tf := Transform(SourcesIn(role.Config{Allowed: allowPlatform, Namespace: "courier"}), consumedOnly)
+			out, err := tf(tt.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := content.Read(out); got != tt.read {
+				t.Fatalf("Read = %t, want %t", got, tt.read)
+			}
+			if got := len(content.Entries(out)) > 0; got != tt.read {
+				t.Errorf("holds digests: %t, want %t", got, tt.read)
+			}
+			if leaks(t, out) {
+				t.Error("a value is held")
+			}
+			m := out.(metav1.Object)
+			if m.GetName() != want.GetName() || m.GetNamespace() != want.GetNamespace() || m.GetUID() != want.GetUID() || m.GetResourceVersion() != want.GetResourceVersion() {
+				t.Errorf("metadata %s/%s %s %s, want %s/%s %s %s", m.GetNamespace(), m.GetName(), m.GetUID(), m.GetResourceVersion(),
+					want.GetNamespace(), want.GetName(), want.GetUID(), want.GetResourceVersion())
+			}
+			_, typ, imm, _ := content.Fields(out)
+			_, wantTyp, wantImm, _ := content.Fields(want)
+			if typ != wantTyp || (imm == nil) != (wantImm == nil) {
+				t.Errorf("type %q immutable %v, want %q %v", typ, imm, wantTyp, wantImm)
+			}
+			if again, _ := tf(out); again != out {
+				t.Error("second transform made a new object")
 			}
 		})
 	}

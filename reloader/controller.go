@@ -101,6 +101,10 @@ type Options struct {
 	Notifier *notify.Notifier
 	// Clock is the reloader's time (nil: the real clock).
 	Clock clock.WithTicker
+	// Read reads a Secret or ConfigMap by name as the caches see them (their
+	// selectors), values included, or nil when there is none: an input the
+	// cache holds the metadata of only (informers.Reader).
+	Read func(ctx context.Context, kind, namespace, name string) (runtime.Object, error)
 }
 
 // Controller is the reloader.
@@ -413,13 +417,21 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			if err1 != nil || err2 != nil {
 				return
 			}
-			if content.IsDigested(newObj) { // its values are no longer kept: neither are its computed digests
-				c.mu.Lock()
-				delete(c.entries, nm.GetUID())
-				c.mu.Unlock()
+			old := c.held(oldObj)
+			c.mu.Lock()
+			if e, ok := c.entries[nm.GetUID()]; ok && e.resourceVersion != nm.GetResourceVersion() {
+				delete(c.entries, nm.GetUID()) // what was computed or read of an older version
 			}
-			before := content.Entries(oldObj)
-			contentChanged := content.Hash(before) != content.Hash(content.Entries(newObj))
+			c.mu.Unlock()
+			now := c.held(newObj)
+			// Content courier does not hold (content.MetadataOnly) may have
+			// changed with any new resourceVersion.
+			var contentChanged bool
+			if old == nil || now == nil {
+				contentChanged = om.GetResourceVersion() != nm.GetResourceVersion()
+			} else {
+				contentChanged = content.Hash(content.Entries(old)) != content.Hash(content.Entries(now))
+			}
 			reloadChanged := om.GetAnnotations()[wellknown.Reload] != nm.GetAnnotations()[wellknown.Reload] ||
 				(c.opts.Compat && changed(om.GetAnnotations(), nm.GetAnnotations(), []string{stakater.Match, stakater.Ignore}))
 			if !contentChanged && !reloadChanged {
@@ -442,8 +454,8 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 					(oa[stakater.Ignore] == "true" && na[stakater.Ignore] != "true")
 			}
 			optedInWithChange := contentChanged && optedIn
-			if optedInWithChange {
-				c.remember(ik, oldObj)
+			if optedInWithChange && old != nil {
+				c.remember(ik, old)
 			}
 			enqueueConsumers(newObj, contentChanged)
 			if reloadChanged {
@@ -452,9 +464,9 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				// change made with the opt-in: that is their hint.
 				replicas, _ := indexer.ByIndex(informers.ReplicasBySource, nm.GetNamespace()+"/"+nm.GetName())
 				for _, r := range replicas {
-					if optedInWithChange {
+					if h := c.held(r); optedInWithChange && h != nil {
 						rm, _ := meta.Accessor(r)
-						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), r)
+						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), h)
 					}
 					enqueueConsumers(r, false)
 				}
@@ -489,9 +501,33 @@ type hint struct {
 // debounce, every consumer of the change has been synced.
 func hintTTL(debounce time.Duration) time.Duration { return 2*debounce + 10*time.Second }
 
+//
+// before is what courier holds of the input (held): an input it held the
+// metadata of only and never read had no consumer that courier saw consume
+// it, so there is no first sight to judge, and no hint.
 func (c *Controller) remember(inputKey string, before any) {
 	h := hint{obj: content.DigestedCopy(before), consumers: c.consumerUIDs(inputKey)} // never its values
 	c.hints.Set(inputKey, func(hint, bool) hint { return h })
+}
+
+// held is a cached Secret or ConfigMap as far as courier holds its content:
+// obj itself, or for one the cache holds the metadata of only
+// (content.MetadataOnly), what was read of it at its resourceVersion
+// (inputOf); nil when courier holds nothing of its content.
+func (c *Controller) held(obj any) any {
+	if content.Read(obj) {
+		return obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[m.GetUID()]; ok && e.resourceVersion == m.GetResourceVersion() {
+		return e.obj
+	}
+	return nil
 }
 
 // consumerUIDs are the workloads in the cache that consume the input now:

@@ -73,10 +73,15 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	return f
 }
 
+// consumedAll is the fixture's informers.Consumed: every Secret and
+// ConfigMap is held as its digests, as if a workload consumed it when the
+// cache saw it (TestAnInputHeldAsMetadataOnlyIsReadOnce tries the rest).
+func consumedAll(string, string, string) bool { return true }
+
 // put stores o in the cache as the informers would (transformed).
 func (f *fixture) put(t *testing.T, o runtime.Object) {
 	t.Helper()
-	x, _ := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}))(o.DeepCopyObject())
+	x, _ := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}), consumedAll)(o.DeepCopyObject())
 	var err error
 	switch x := x.(type) {
 	case *corev1.Secret:
@@ -272,8 +277,16 @@ func TestASourcesDigestsAreComputedOncePerChange(t *testing.T) {
 	if err := f.inf.Secrets.Informer().GetIndexer().Add(src); err != nil {
 		t.Fatal(err)
 	}
-	first := f.c.lookup(wellknown.KindSecret, "app", "db").entries
-	second := f.c.lookup(wellknown.KindSecret, "app", "db").entries
+	lookup := func() []content.Entry {
+		t.Helper()
+		in, err := f.c.inputOf(t.Context(), wellknown.KindSecret, f.c.object(wellknown.KindSecret, "app", "db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.entries
+	}
+	first := lookup()
+	second := lookup()
 	if &first[0] != &second[0] {
 		t.Error("the source's digests were computed again for a second consumer")
 	}
@@ -282,7 +295,7 @@ func TestASourcesDigestsAreComputedOncePerChange(t *testing.T) {
 	if err := f.inf.Secrets.Informer().GetIndexer().Update(changed); err != nil {
 		t.Fatal(err)
 	}
-	if third := f.c.lookup(wellknown.KindSecret, "app", "db").entries; third[0].Digest == first[0].Digest {
+	if third := lookup(); third[0].Digest == first[0].Digest {
 		t.Error("a changed source kept its old digests")
 	}
 }
@@ -462,7 +475,7 @@ func openQueue(t *testing.T, f *fixture) context.Context {
 // informer does when prev becomes next.
 func (f *fixture) change(t *testing.T, prev, next *corev1.Secret) {
 	t.Helper()
-	transform := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}))
+	transform := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}), consumedAll)
 	p, _ := transform(prev.DeepCopyObject())
 	n, _ := transform(next.DeepCopyObject())
 	f.put(t, next)
@@ -786,5 +799,62 @@ func TestALostRolloutWhoseAnswerTookSecondsIsStillTold(t *testing.T) {
 	}
 	if n := f.events(wellknown.ReasonReloaded); n != 1 {
 		t.Fatalf("%d Reloaded Events after the next sync, want 1", n)
+	}
+}
+
+// An input the cache holds the metadata of only (no workload consumed it
+// when the cache saw it: a Secret applied before its Deployment, as GitOps
+// tools apply them) is read once per resourceVersion, and its change rolls
+// its consumers out as one held as digests does (#51). One the API server
+// no longer has as the cache saw it is retried, never taken as missing.
+func TestAnInputHeldAsMetadataOnlyIsReadOnce(t *testing.T) {
+	v1 := secret("db", "v1", nil)
+	v1.UID, v1.ResourceVersion = "u", "1"
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, v1, d)
+	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	metadataOnly := func(s *corev1.Secret) any {
+		t.Helper()
+		x, _ := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}), nil)(s.DeepCopyObject())
+		if content.Read(x) {
+			t.Fatal("the transform kept the digests of an input no workload consumes")
+		}
+		if err := f.inf.Secrets.Informer().GetIndexer().Update(x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	reads := func() int { return int(testutil.ToFloat64(f.c.metrics.reads)) }
+	old := metadataOnly(v1)
+	f.baselined(t, d)
+	if got := f.sync(t); len(got) != 0 || reads() != 1 {
+		t.Fatalf("a second sync wrote %v after %d reads; want nothing after one read", got, reads())
+	}
+
+	v2 := v1.DeepCopy()
+	v2.ResourceVersion, v2.Data["k"] = "2", []byte("v2")
+	if _, err := f.client.CoreV1().Secrets("app").Update(t.Context(), v2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.c.inputHandler(wellknown.KindSecret, f.inf.Secrets.Informer().GetIndexer()).OnUpdate(old, metadataOnly(v2))
+	if got := f.sync(t); len(got) != 1 || got[0]["rollout"] != "yes" || reads() != 2 {
+		t.Fatalf("after the change: %v after %d reads; want one rollout after two reads", got, reads())
+	}
+
+	// Gone from the API server, not yet from the cache.
+	v3 := v2.DeepCopy()
+	v3.ResourceVersion = "3"
+	metadataOnly(v3)
+	if err := f.client.CoreV1().Secrets("app").Delete(t.Context(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.client.ClearActions()
+	if err := f.c.sync(t.Context(), key{Kind: workload.Deployment, Namespace: "app", Name: "web"}); err == nil || !strings.Contains(err.Error(), "gone or replaced") {
+		t.Fatalf("sync: %v; want an error saying the input is gone or replaced since the cache saw it", err)
+	}
+	for _, a := range f.client.Actions() {
+		if _, ok := a.(k8stesting.PatchAction); ok {
+			t.Errorf("an input the API server no longer has wrote %v", a)
+		}
 	}
 }

@@ -156,41 +156,67 @@ type input struct {
 	entries []content.Entry
 }
 
-// lookup returns the consumed object kind namespace/name from the cache, or
-// nil. Per-key digests of an object holding its values (a source) are
-// computed once per resourceVersion, not once per consumer.
-func (c *Controller) lookup(kind, namespace, name string) *input {
-	obj := c.object(kind, namespace, name)
-	if obj == nil {
-		return nil
-	}
-	return c.inputOf(kind, obj)
-}
-
-// inputOf is obj, an object of kind that object returned, as an input.
-func (c *Controller) inputOf(kind string, obj any) *input {
+// inputOf is obj, a cached object of kind (object), as an input. Per-key
+// digests of an object holding its values (a source) are computed once per
+// resourceVersion, not once per consumer; an object the cache holds the
+// metadata of only (a workload started consuming it after the cache last
+// saw it change: content.MetadataOnly) is read once per resourceVersion
+// (Options.Read), digested, and only its digests are kept.
+func (c *Controller) inputOf(ctx context.Context, kind string, obj any) (*input, error) {
 	m := obj.(metav1.Object)
 	if kind == wellknown.KindSecretProviderClass {
-		return &input{obj: obj, meta: m, entries: reportEntries(obj.(*unstructured.Unstructured))}
+		return &input{obj: obj, meta: m, entries: reportEntries(obj.(*unstructured.Unstructured))}, nil
 	}
-	if content.IsDigested(m) { // its digests are already there (Entries only hex-encodes them)
-		return &input{obj: obj, meta: m, entries: content.Entries(obj)}
+	if content.IsDigested(m) && content.Read(m) { // its digests are already there (Entries only hex-encodes them)
+		return &input{obj: obj, meta: m, entries: content.Entries(obj)}, nil
 	}
 	c.mu.Lock()
 	cached, ok := c.entries[m.GetUID()]
 	c.mu.Unlock()
-	if !ok || cached.resourceVersion != m.GetResourceVersion() {
-		cached = cachedEntries{m.GetResourceVersion(), content.Entries(obj)}
-		c.mu.Lock()
-		c.entries[m.GetUID()] = cached
-		c.mu.Unlock()
+	if ok && cached.resourceVersion == m.GetResourceVersion() {
+		return &input{obj: cached.obj, meta: m, entries: cached.entries}, nil
 	}
-	return &input{obj: obj, meta: m, entries: cached.entries}
+	held := obj
+	if !content.Read(m) {
+		read, err := c.read(ctx, kind, m)
+		if err != nil {
+			return nil, err
+		}
+		held = read
+	}
+	hm := held.(metav1.Object)
+	cached = cachedEntries{resourceVersion: hm.GetResourceVersion(), entries: content.Entries(held), obj: held}
+	c.mu.Lock()
+	c.entries[m.GetUID()] = cached
+	c.mu.Unlock()
+	return &input{obj: held, meta: m, entries: cached.entries}, nil
+}
+
+// read reads the input m, which the cache holds the metadata of only, and
+// returns its digests (content.DigestObject: none of its values is kept).
+// An object the cache does not speak for yet (gone or replaced since) is an
+// error: the workload is synced again, once the cache has caught up.
+func (c *Controller) read(ctx context.Context, kind string, m metav1.Object) (any, error) {
+	if c.opts.Read == nil {
+		return nil, fmt.Errorf("%s %s/%s: courier holds no digests of it and cannot read it", kind, m.GetNamespace(), m.GetName())
+	}
+	c.metrics.reads.Inc()
+	obj, err := c.opts.Read(ctx, kind, m.GetNamespace(), m.GetName())
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s/%s, which a workload consumes: %w", kind, m.GetNamespace(), m.GetName(), err)
+	}
+	if obj == nil || obj.(metav1.Object).GetUID() != m.GetUID() {
+		return nil, fmt.Errorf("%s %s/%s is gone or replaced since courier's cache saw it; retried once the cache catches up", kind, m.GetNamespace(), m.GetName())
+	}
+	return content.DigestObject(obj, false), nil
 }
 
 type cachedEntries struct {
 	resourceVersion string
 	entries         []content.Entry
+	// obj is what they are the entries of: the cached object, or the
+	// digests of one read (read).
+	obj any
 }
 
 // object is the cached Secret or ConfigMap, or for a SecretProviderClass
@@ -346,7 +372,11 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 	}
 	// m itself, not the cache read again: the input may have gone from
 	// the cache since (a nil input crashed courier in make test's soak).
-	in := c.inputOf(ref.Kind, m)
+	in, err := c.inputOf(ctx, ref.Kind, m)
+	if err != nil {
+		o.err = errors.Join(o.err, err)
+		return
+	}
 	entries := consumedEntries(ref, in.obj, in.entries)
 	if keys := missingKeys(ref, entries); len(keys) > 0 && !ref.Optional {
 		o.missingKeys[ref.ID()] = keys

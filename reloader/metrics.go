@@ -10,6 +10,7 @@ import (
 type reloaderMetrics struct {
 	reloads, skipped *prometheus.CounterVec
 	latency          *prometheus.HistogramVec
+	reads            prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
@@ -22,8 +23,10 @@ func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "reload_latency_seconds",
 			Help:    "Time from seeing an input change to writing the rollout, --reload-debounce included.",
 			Buckets: []float64{.1, .25, .5, 1, 2, 2.5, 3, 5, 10, 30, 60, 120}}, []string{"kind"}),
+		reads: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "input_reads_total",
+			Help: "Secrets and ConfigMaps read from the API server by name: a workload consumes one that courier's cache holds the metadata of only (no workload consumed it when the cache last saw it change). One read per object and resourceVersion; the cache holds the digests of a consumed input from its next change on."}),
 	}
-	reg.MustRegister(m.reloads, m.skipped, m.latency)
+	reg.MustRegister(m.reloads, m.skipped, m.latency, m.reads)
 	metrics.Zero(m.reloads, workload.Kinds, []string{"success", "error", resultNotified})
 	metrics.ZeroHistogram(m.latency, workload.Kinds)
 	metrics.Zero(m.skipped, []string{skipFirstSight, skipMissing, skipAppeared, skipHeld, skipOwnRollout, skipSuppressed})

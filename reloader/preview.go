@@ -49,7 +49,7 @@ func NewPreview(o Options, roles role.Config, objects []runtime.Object) (*Previe
 	}
 	rollouts := workload.Resource{GroupResource: workload.Rollouts, Path: workload.HashPath(workload.Deployment)}
 	c.kinds[workload.Rollout] = kindInfo{indexer: indexer(informers.CustomIndexers(rollouts)), hashPath: rollouts.Path}
-	keep := informers.Transform(informers.SourcesIn(roles))
+	keep := informers.Transform(informers.SourcesIn(roles), func(string, string, string) bool { return true })
 	for _, obj := range objects {
 		into := c.kinds[workload.KindOf(obj)].indexer
 		switch obj.(type) {

@@ -156,7 +156,7 @@ func newFixtureWith(t *testing.T, opts func(*Options), objs ...runtime.Object) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	transform := informers.Transform(informers.SourcesIn(role.Config{Allowed: sources.Match, Namespace: "courier"}))
+	transform := informers.Transform(informers.SourcesIn(role.Config{Allowed: sources.Match, Namespace: "courier"}), nil)
 	for _, o := range objs {
 		o, _ := transform(o.DeepCopyObject())
 		var err error

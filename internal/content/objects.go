@@ -59,7 +59,10 @@ type Digested struct {
 	objmeta.Meta
 	secret    bool
 	immutable int8 // 0: unset, 1: true, -1: false
-	typ       corev1.SecretType
+	// unread: courier holds nothing of its content (MetadataOnly), not
+	// even digests; keys and whole are nil.
+	unread bool
+	typ    corev1.SecretType
 	// keys are the per-key digests in key order; nil when whole is set.
 	keys  []keyDigest
 	whole *wholeContent
@@ -118,6 +121,9 @@ func (d *Digested) DeepCopyObject() runtime.Object {
 // SameContent reports whether d and n hold the same type, immutability and
 // content.
 func (d *Digested) SameContent(n *Digested) bool {
+	if d.unread || n.unread {
+		return d.unread == n.unread && d.secret == n.secret && d.typ == n.typ && d.immutable == n.immutable && d.GetResourceVersion() == n.GetResourceVersion()
+	}
 	if d.secret != n.secret || d.typ != n.typ || d.immutable != n.immutable || !slices.Equal(d.keys, n.keys) || (d.whole == nil) != (n.whole == nil) {
 		return false
 	}
@@ -129,6 +135,30 @@ func (d *Digested) SameContent(n *Digested) bool {
 func IsDigested(obj any) bool {
 	_, ok := obj.(*Digested)
 	return ok
+}
+
+// MetadataOnly is the cached form of a Secret or ConfigMap that courier
+// neither copies nor sees consumed, and whose labels and annotations bear
+// no mark it reads (role.Marked): a Digested of its metadata, type and
+// immutability without its content, not even digests (Read is false, and
+// Entries, KeyEntries and Has know nothing of it). Who needs its content
+// later reads the object again (a workload that starts consuming it).
+// Anything else, a Digested included, is returned as it is.
+func MetadataOnly(obj any) any {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return &Digested{Meta: objmeta.From(&o.ObjectMeta, false), secret: true, typ: corev1.SecretType(objmeta.Intern(string(o.Type))), immutable: tri(o.Immutable), unread: true}
+	case *corev1.ConfigMap:
+		return &Digested{Meta: objmeta.From(&o.ObjectMeta, false), immutable: tri(o.Immutable), unread: true}
+	}
+	return obj
+}
+
+// Read reports whether courier holds obj's content, as values or digests:
+// false only for a MetadataOnly object.
+func Read(obj any) bool {
+	d, ok := obj.(*Digested)
+	return !ok || !d.unread
 }
 
 // DigestObject is the cached form of a Secret or ConfigMap whose values
