@@ -104,8 +104,8 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 	s.Reach.served = s.announce
 	type factory = informers.SharedInformerFactory
 	kinds := []struct {
-		field   *Getter
-		of      func(f factory, ns string) cache.SharedIndexInformer
+		field    *Getter
+		of       func(f factory, ns string) cache.SharedIndexInformer
 		content  bool // a Secret or ConfigMap: started after the workloads
 		workload bool
 	}{

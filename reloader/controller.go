@@ -501,10 +501,10 @@ type hint struct {
 // debounce, every consumer of the change has been synced.
 func hintTTL(debounce time.Duration) time.Duration { return 2*debounce + 10*time.Second }
 
-//
-// before is what courier holds of the input (held): an input it held the
-// metadata of only and never read had no consumer that courier saw consume
-// it, so there is no first sight to judge, and no hint.
+// remember keeps the hint of a change of the input inputKey: before is what
+// courier held of the input before it (held). An input it held the metadata
+// of only and never read had no consumer courier saw consume it, so there
+// is no first sight to judge, and the caller leaves no hint.
 func (c *Controller) remember(inputKey string, before any) {
 	h := hint{obj: content.DigestedCopy(before), consumers: c.consumerUIDs(inputKey)} // never its values
 	c.hints.Set(inputKey, func(hint, bool) hint { return h })
