@@ -3,6 +3,7 @@ package content
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,7 +80,7 @@ func TestDigestedAndFullObjectsHashAlike(t *testing.T) {
 		t.Error("digesting a Digested again made a new object")
 	}
 	c := digestedSecret.DeepCopyObject().(*Digested)
-	c.keys[0].sum[0]++
+	c.content.keys[0].sum[0]++
 	c.SetLabels(map[string]string{"x": "y"})
 	if !c.SameContent(c) || c.SameContent(digestedSecret) || digestedSecret.GetLabels()["x"] != "" || c.GetLabels()["x"] != "y" {
 		t.Error("DeepCopyObject shares the digests or the labels")
@@ -92,7 +93,7 @@ func TestManyKeysAreHeldAsOneDigest(t *testing.T) {
 		full.Data[fmt.Sprintf("k%d", i)] = ""
 	}
 	digested := DigestObject(full.DeepCopy(), true).(*Digested)
-	if e := Entries(digested); len(e) != 1 || !e[0].Whole || digested.keys != nil {
+	if e := Entries(digested); len(e) != 1 || !e[0].Whole || digested.content.keys != nil {
 		t.Fatalf("held %d entries, want one whole digest", len(e))
 	}
 	if got, want := Hash(Entries(digested)), Hash(Entries(full)); got != want {
@@ -114,7 +115,7 @@ func TestManyKeysAreHeldAsOneDigest(t *testing.T) {
 	if Hash(KeyEntries(after, []string{"k3"})) == Hash(KeyEntries(digested, []string{"k3"})) {
 		t.Error("a change of k3 is not seen in k3")
 	}
-	if c := after.DeepCopyObject().(*Digested); len(c.whole.ids) != len(after.whole.ids) || &c.whole.ids[0] == &after.whole.ids[0] || &c.whole.values[0] == &after.whole.values[0] {
+	if c := after.DeepCopyObject().(*Digested); len(c.content.whole.ids) != len(after.content.whole.ids) || &c.content.whole.ids[0] == &after.content.whole.ids[0] || &c.content.whole.values[0] == &after.content.whole.values[0] {
 		t.Error("DeepCopyObject shares the key digests")
 	}
 	s := &corev1.Secret{Data: map[string][]byte{}}
@@ -124,5 +125,38 @@ func TestManyKeysAreHeldAsOneDigest(t *testing.T) {
 	want := Hash(Entries(s))
 	if got := Hash(Entries(DigestObject(s, true))); got != want {
 		t.Errorf("whole-digested Secret: hash %s, want %s", got, want)
+	}
+}
+
+// An object held as its metadata only keeps its metadata, type and
+// immutability, answers no content question, and costs 96 bytes, what only
+// objects with digests need being behind a pointer (#51).
+func TestMetadataOnlyHoldsNoContent(t *testing.T) {
+	immutable := true
+	full := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", UID: "0b7e4c1a-6f0e-4c53-9a52-3d0f7d8b9e21", ResourceVersion: "7"},
+		Type: corev1.SecretTypeTLS, Immutable: &immutable, Data: map[string][]byte{"k": []byte("v")}}
+	m := MetadataOnly(full.DeepCopy()).(*Digested)
+	if Read(m) || !Read(DigestObject(full.DeepCopy(), false)) || !Read(full) {
+		t.Error("Read tells a metadata-only object from others wrongly")
+	}
+	if len(Entries(m)) != 0 || Has(m, "k") || len(KeyEntries(m, []string{"k"})) != 0 {
+		t.Error("a metadata-only object answers for its content")
+	}
+	if _, typ, imm, ok := Fields(m); !ok || typ != corev1.SecretTypeTLS || imm == nil || !*imm || m.GetName() != "s" || m.GetResourceVersion() != "7" || m.GetUID() != full.UID {
+		t.Errorf("Fields = %q %v %t, metadata %s %s %s", typ, imm, ok, m.GetName(), m.GetResourceVersion(), m.GetUID())
+	}
+	if MetadataOnly(m) != m {
+		t.Error("MetadataOnly of a Digested made a new object")
+	}
+	c := m.DeepCopyObject().(*Digested)
+	if Read(c) || !m.SameContent(c) {
+		t.Error("a copy of a metadata-only object differs from it")
+	}
+	c.SetResourceVersion("8")
+	if m.SameContent(c) || m.SameContent(DigestObject(full.DeepCopy(), false).(*Digested)) {
+		t.Error("an object courier holds nothing of the content of is the same at another version, or as one it holds")
+	}
+	if size := unsafe.Sizeof(Digested{}); size > 96 {
+		t.Errorf("a Digested is %d bytes, want 96 at most", size)
 	}
 }

@@ -55,15 +55,36 @@ func keyValueOf(e Entry) uint32 {
 // holds one such object per Secret and ConfigMap in the cluster. Only this
 // process makes one (DigestObject), so no object from the API server can
 // pass for one. Read it through Fields, Entries, KeyEntries and Has.
+//
+// 96 bytes: what only objects with digests need is behind a pointer, so
+// one held as its metadata only (MetadataOnly, most tenants' objects) pays
+// 8 bytes for it.
 type Digested struct {
 	objmeta.Meta
 	secret    bool
-	immutable int8 // 0: unset, 1: true, -1: false
-	// unread: courier holds nothing of its content (MetadataOnly), not
-	// even digests; keys and whole are nil.
-	unread bool
-	typ    corev1.SecretType
-	// keys are the per-key digests in key order; nil when whole is set.
+	immutable int8                  // 0: unset, 1: true, -1: false
+	typ       unique.Handle[string] // a Secret's type (a ConfigMap: none)
+	// content is its content's digests; nil: courier holds nothing of it
+	// (MetadataOnly). Read it through held.
+	content *digests
+}
+
+// noDigests is what held gives for an object courier holds nothing of the
+// content of: no keys.
+var noDigests = &digests{}
+
+// held is d's digests; none (no keys) when courier holds nothing of its
+// content (Read tells).
+func (d *Digested) held() *digests {
+	if d.content == nil {
+		return noDigests
+	}
+	return d.content
+}
+
+// digests are an object's per-key digests in key order, or, for one of more
+// than MaxKeyDigests keys, its whole content's (keys nil).
+type digests struct {
 	keys  []keyDigest
 	whole *wholeContent
 }
@@ -109,11 +130,14 @@ var (
 func (d *Digested) DeepCopyObject() runtime.Object {
 	c := *d
 	c.Meta = d.Meta.DeepCopy()
-	c.keys = slices.Clone(d.keys)
-	if d.whole != nil {
-		w := *d.whole
-		w.ids, w.values = slices.Clone(w.ids), slices.Clone(w.values)
-		c.whole = &w
+	if d.content != nil {
+		ds := digests{keys: slices.Clone(d.content.keys)}
+		if d.content.whole != nil {
+			w := *d.content.whole
+			w.ids, w.values = slices.Clone(w.ids), slices.Clone(w.values)
+			ds.whole = &w
+		}
+		c.content = &ds
 	}
 	return &c
 }
@@ -121,13 +145,15 @@ func (d *Digested) DeepCopyObject() runtime.Object {
 // SameContent reports whether d and n hold the same type, immutability and
 // content.
 func (d *Digested) SameContent(n *Digested) bool {
-	if d.unread || n.unread {
-		return d.unread == n.unread && d.secret == n.secret && d.typ == n.typ && d.immutable == n.immutable && d.GetResourceVersion() == n.GetResourceVersion()
+	if d.content == nil || n.content == nil {
+		// What courier does not hold may have changed with any version.
+		return d.content == n.content && d.secret == n.secret && d.typ == n.typ && d.immutable == n.immutable && d.GetResourceVersion() == n.GetResourceVersion()
 	}
-	if d.secret != n.secret || d.typ != n.typ || d.immutable != n.immutable || !slices.Equal(d.keys, n.keys) || (d.whole == nil) != (n.whole == nil) {
+	dc, nc := d.content, n.content
+	if d.secret != n.secret || d.typ != n.typ || d.immutable != n.immutable || !slices.Equal(dc.keys, nc.keys) || (dc.whole == nil) != (nc.whole == nil) {
 		return false
 	}
-	return d.whole == nil || d.whole.sum == n.whole.sum
+	return dc.whole == nil || dc.whole.sum == nc.whole.sum
 }
 
 // IsDigested reports whether obj is a cached object whose values courier
@@ -147,9 +173,9 @@ func IsDigested(obj any) bool {
 func MetadataOnly(obj any) any {
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		return &Digested{Meta: objmeta.From(&o.ObjectMeta, false), secret: true, typ: corev1.SecretType(objmeta.Intern(string(o.Type))), immutable: tri(o.Immutable), unread: true}
+		return &Digested{Meta: objmeta.From(&o.ObjectMeta, false), secret: true, typ: unique.Make(string(o.Type)), immutable: tri(o.Immutable)}
 	case *corev1.ConfigMap:
-		return &Digested{Meta: objmeta.From(&o.ObjectMeta, false), immutable: tri(o.Immutable), unread: true}
+		return &Digested{Meta: objmeta.From(&o.ObjectMeta, false), immutable: tri(o.Immutable)}
 	}
 	return obj
 }
@@ -158,7 +184,7 @@ func MetadataOnly(obj any) any {
 // false only for a MetadataOnly object.
 func Read(obj any) bool {
 	d, ok := obj.(*Digested)
-	return !ok || !d.unread
+	return !ok || d.content != nil
 }
 
 // DigestObject is the cached form of a Secret or ConfigMap whose values
@@ -168,12 +194,13 @@ func DigestObject(obj any, withMaps bool) any {
 	var d *Digested
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		d = &Digested{Meta: objmeta.From(&o.ObjectMeta, withMaps), secret: true, typ: corev1.SecretType(objmeta.Intern(string(o.Type))), immutable: tri(o.Immutable)}
+		d = &Digested{Meta: objmeta.From(&o.ObjectMeta, withMaps), secret: true, typ: unique.Make(string(o.Type)), immutable: tri(o.Immutable)}
 	case *corev1.ConfigMap:
 		d = &Digested{Meta: objmeta.From(&o.ObjectMeta, withMaps), immutable: tri(o.Immutable)}
 	default:
 		return obj
 	}
+	d.content = &digests{}
 	entries := Entries(obj)
 	if len(entries) > MaxKeyDigests {
 		w := &wholeContent{ids: make([]uint64, len(entries)), values: make([]uint32, len(entries))}
@@ -182,13 +209,13 @@ func DigestObject(obj any, withMaps bool) any {
 			w.ids[i], w.values[i] = KeyID(e.Key), keyValueOf(e)
 		}
 		w.sum = sumOf(Hash(entries))
-		d.whole = w
+		d.content.whole = w
 		return d
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
-	d.keys = make([]keyDigest, len(entries))
+	d.content.keys = make([]keyDigest, len(entries))
 	for i, e := range entries {
-		d.keys[i] = keyDigest{key: unique.Make(e.Key), sum: sumOf(e.Digest), binary: e.Binary}
+		d.content.keys[i] = keyDigest{key: unique.Make(e.Key), sum: sumOf(e.Digest), binary: e.Binary}
 	}
 	return d
 }
@@ -235,7 +262,11 @@ func Fields(obj any) (m metav1.Object, typ corev1.SecretType, immutable *bool, o
 			v := o.immutable > 0
 			immutable = &v
 		}
-		return o, o.typ, immutable, true
+		var typ corev1.SecretType
+		if o.secret {
+			typ = corev1.SecretType(o.typ.Value())
+		}
+		return o, typ, immutable, true
 	case *corev1.Secret:
 		return o, o.Type, o.Immutable, true
 	case *corev1.ConfigMap:
@@ -249,11 +280,12 @@ func Fields(obj any) (m metav1.Object, typ corev1.SecretType, immutable *bool, o
 func Entries(obj any) []Entry {
 	switch o := obj.(type) {
 	case *Digested:
-		if o.whole != nil {
-			return []Entry{{Whole: true, Digest: hex.EncodeToString(o.whole.sum[:])}}
+		h := o.held()
+		if h.whole != nil {
+			return []Entry{{Whole: true, Digest: hex.EncodeToString(h.whole.sum[:])}}
 		}
-		out := make([]Entry, len(o.keys))
-		for i, k := range o.keys {
+		out := make([]Entry, len(h.keys))
+		for i, k := range h.keys {
 			out[i] = Entry{Binary: k.binary, Key: k.key.Value(), Digest: hex.EncodeToString(k.sum[:])}
 		}
 		return out
@@ -283,10 +315,10 @@ func Entries(obj any) []Entry {
 func KeyEntries(obj any, keys []string) []Entry {
 	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
 	out := make([]Entry, 0, len(sorted))
-	if d, ok := obj.(*Digested); ok && d.whole != nil {
+	if d, ok := obj.(*Digested); ok && d.held().whole != nil {
 		for _, k := range sorted {
 			if i, ok := d.keyIndex(k); ok {
-				v := d.whole.values[i]
+				v := d.content.whole.values[i]
 				out = append(out, Entry{Key: k, Binary: v&binaryBit != 0, Digest: fmt.Sprintf("%08x", v&^binaryBit)})
 			}
 		}
@@ -303,18 +335,18 @@ func KeyEntries(obj any, keys []string) []Entry {
 }
 
 func (d *Digested) keyIndex(key string) (int, bool) {
-	return slices.BinarySearch(d.whole.ids, KeyID(key))
+	return slices.BinarySearch(d.content.whole.ids, KeyID(key))
 }
 
 // Has reports whether a Secret or ConfigMap, full or Digested, holds key.
 func Has(obj any, key string) bool {
 	switch o := obj.(type) {
 	case *Digested:
-		if o.whole != nil {
+		if o.held().whole != nil {
 			_, ok := o.keyIndex(key)
 			return ok
 		}
-		_, ok := slices.BinarySearchFunc(o.keys, key, func(e keyDigest, k string) int { return strings.Compare(e.key.Value(), k) })
+		_, ok := slices.BinarySearchFunc(o.held().keys, key, func(e keyDigest, k string) int { return strings.Compare(e.key.Value(), k) })
 		return ok
 	case *corev1.Secret:
 		_, ok := o.Data[key]
