@@ -50,10 +50,10 @@ type Set struct {
 	factories []informers.SharedInformerFactory
 	// contents are each namespace's factory of Secrets and ConfigMaps,
 	// started once its built-in workloads (workloads) are listed (Start).
-	contents  map[string]informers.SharedInformerFactory
+	contents map[string]informers.SharedInformerFactory
+	// workloads are each namespace's built-in workload informers
+	// (metav1.NamespaceAll: every namespace's).
 	workloads map[string][]cache.SharedIndexInformer
-	// consumers are the built-in workload informers' indexers (consumed).
-	consumers []cache.Indexer
 
 	Secrets      Getter // Helm release Secrets left out
 	ConfigMaps   Getter
@@ -173,9 +173,6 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 			m.skip = s.Reach.Refused // a namespace courier may not list in holds nothing up
 		}
 		*k.field = fixed{w}
-		if k.workload {
-			s.consumers = append(s.consumers, w.GetIndexer())
-		}
 		for ns, inf := range parts[i] {
 			s.parts[ns] = append(s.parts[ns], inf)
 			if ns == metav1.NamespaceAll {
@@ -318,14 +315,19 @@ func (s *Set) workloadsListed(ctx context.Context, ns string) bool {
 }
 
 // consumed reports whether a workload in the cache consumes the Secret or
-// ConfigMap kind namespace/name (the transform's Consumed). The custom
-// kinds' informers start after the Secrets' and ConfigMaps' (with their
-// CRDs), so what those consume first is read by the reloader when it needs
-// it.
+// ConfigMap kind namespace/name (the transform's Consumed), asking the
+// informers of its namespace only. The custom kinds' informers start with
+// their CRDs, beside the Secrets' and ConfigMaps', so an input only they
+// consume may be held as its metadata only after a start, and is read when
+// the reloader first syncs its consumer.
 func (s *Set) consumed(kind, namespace, name string) bool {
 	ik := InputKey(kind, namespace, name)
-	for _, indexer := range s.consumers {
-		if objs, _ := Consumers(indexer, ik); len(objs) > 0 {
+	here, ok := s.workloads[namespace]
+	if !ok {
+		here = s.workloads[metav1.NamespaceAll]
+	}
+	for _, inf := range here {
+		if objs, _ := Consumers(inf.GetIndexer(), ik); len(objs) > 0 {
 			return true
 		}
 	}

@@ -37,8 +37,8 @@ type Consumed func(kind, namespace, name string) bool
 // (role.Marked) or consumed says a workload consumes it; any other as its
 // metadata only (content.MetadataOnly): most tenants' objects, which
 // courier never reads. One that a workload starts consuming later is read
-// then (the reloader's read), until its next change, which the cache then
-// digests.
+// by the reloader when it first syncs the workload, and its next change
+// the cache holds as digests.
 func Transform(keep KeepValues, consumed Consumed) cache.TransformFunc {
 	held := func(o metav1.Object, kind string) any {
 		marked := role.Marked(o)

@@ -419,8 +419,11 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 			old := c.held(oldObj)
 			c.mu.Lock()
-			if e, ok := c.entries[nm.GetUID()]; ok && e.resourceVersion != nm.GetResourceVersion() {
+			if e, ok := c.entries[nm.GetUID()]; ok && e.resourceVersion != nm.GetResourceVersion() && !newerVersion(e.resourceVersion, nm.GetResourceVersion()) {
 				delete(c.entries, nm.GetUID()) // what was computed or read of an older version
+			}
+			if om.GetUID() != nm.GetUID() {
+				delete(c.entries, om.GetUID()) // replaced: a relist saw the new one only
 			}
 			c.mu.Unlock()
 			now := c.held(newObj)
@@ -475,9 +478,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 		DeleteFunc: func(obj any) {
 			obj = informers.Unwrap(obj)
 			if m, err := meta.Accessor(obj); err == nil {
-				c.mu.Lock()
-				delete(c.entries, m.GetUID())
-				c.mu.Unlock()
+				c.forget(m.GetUID())
 				c.storms.forget(informers.InputKey(kind, m.GetNamespace(), m.GetName()))
 			}
 			enqueueConsumers(obj, false)
@@ -502,9 +503,10 @@ type hint struct {
 func hintTTL(debounce time.Duration) time.Duration { return 2*debounce + 10*time.Second }
 
 // remember keeps the hint of a change of the input inputKey: before is what
-// courier held of the input before it (held). An input it held the metadata
-// of only and never read had no consumer courier saw consume it, so there
-// is no first sight to judge, and the caller leaves no hint.
+// courier held of the input before it (held). An input the cache held the
+// metadata of only was read when a workload was seen consuming it (inputOf,
+// prime); one never read had no consumer courier had seen, so there is no
+// first sight to judge, and the caller leaves no hint.
 func (c *Controller) remember(inputKey string, before any) {
 	h := hint{obj: content.DigestedCopy(before), consumers: c.consumerUIDs(inputKey)} // never its values
 	c.hints.Set(inputKey, func(hint, bool) hint { return h })
@@ -524,8 +526,8 @@ func (c *Controller) held(obj any) any {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[m.GetUID()]; ok && e.resourceVersion == m.GetResourceVersion() {
-		return e.obj
+	if e, ok := c.entries[m.GetUID()]; ok && e.read != nil && e.resourceVersion == m.GetResourceVersion() {
+		return e.read
 	}
 	return nil
 }

@@ -813,17 +813,7 @@ func TestAnInputHeldAsMetadataOnlyIsReadOnce(t *testing.T) {
 	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
 	f := newFixture(t, Options{}, v1, d)
 	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
-	metadataOnly := func(s *corev1.Secret) any {
-		t.Helper()
-		x, _ := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}), nil)(s.DeepCopyObject())
-		if content.Read(x) {
-			t.Fatal("the transform kept the digests of an input no workload consumes")
-		}
-		if err := f.inf.Secrets.Informer().GetIndexer().Update(x); err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	metadataOnly := func(s *corev1.Secret) any { return f.metadataOnly(t, s) }
 	reads := func() int { return int(testutil.ToFloat64(f.c.metrics.reads)) }
 	old := metadataOnly(v1)
 	f.baselined(t, d)
@@ -856,5 +846,47 @@ func TestAnInputHeldAsMetadataOnlyIsReadOnce(t *testing.T) {
 		if _, ok := a.(k8stesting.PatchAction); ok {
 			t.Errorf("an input the API server no longer has wrote %v", a)
 		}
+	}
+}
+
+// metadataOnly stores s in the cache as the informers do when no workload
+// consumes it (content.MetadataOnly), and returns what it stored.
+func (f *fixture) metadataOnly(t *testing.T, s *corev1.Secret) any {
+	t.Helper()
+	x, _ := informers.Transform(informers.SourcesIn(role.Config{Namespace: "courier"}), nil)(s.DeepCopyObject())
+	if content.Read(x) {
+		t.Fatal("the transform kept the digests of an input no workload consumes")
+	}
+	if err := f.inf.Secrets.Informer().GetIndexer().Update(x); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// An input held as its metadata only, consumed by a workload that does not
+// opt in, is read when courier first syncs the workload: given
+// courier.dev/reload in the same update as a change, it rolls the workload
+// out, as one held as digests does (SPEC: "a change made in the same update
+// as that opt-in rolls out every consumer courier had seen").
+func TestAnInputOptedInWithAChangeRollsOutAConsumerThatDidNotOptIn(t *testing.T) {
+	v1 := secret("db", "v1", nil)
+	v1.UID, v1.ResourceVersion = "u", "1"
+	d := deployment(nil, false, "db")
+	f := newFixture(t, Options{}, v1, d)
+	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	old := f.metadataOnly(t, v1)
+	if got := f.sync(t); len(got) != 0 {
+		t.Fatalf("a workload that did not opt in was patched: %v", got)
+	}
+	v2 := secret("db", "v2", map[string]string{wellknown.Reload: "true"})
+	v2.UID, v2.ResourceVersion = "u", "2"
+	if _, err := f.client.CoreV1().Secrets("app").Update(t.Context(), v2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.put(t, v2) // now consumed: held as digests
+	n, _, _ := f.inf.Secrets.Informer().GetIndexer().GetByKey("app/db")
+	f.c.inputHandler(wellknown.KindSecret, f.inf.Secrets.Informer().GetIndexer()).OnUpdate(old, n)
+	if got := f.sync(t); len(got) != 1 || got[0]["rollout"] != "yes" {
+		t.Fatalf("after the opt-in with a change: %v, want one rollout", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -160,8 +161,9 @@ type input struct {
 // digests of an object holding its values (a source) are computed once per
 // resourceVersion, not once per consumer; an object the cache holds the
 // metadata of only (a workload started consuming it after the cache last
-// saw it change: content.MetadataOnly) is read once per resourceVersion
-// (Options.Read), digested, and only its digests are kept.
+// saw it change: content.MetadataOnly) is read (Options.Read) once per
+// resourceVersion, or for a newer one the cache has yet to see, digested,
+// and only its digests are kept.
 func (c *Controller) inputOf(ctx context.Context, kind string, obj any) (*input, error) {
 	m := obj.(metav1.Object)
 	if kind == wellknown.KindSecretProviderClass {
@@ -170,26 +172,57 @@ func (c *Controller) inputOf(ctx context.Context, kind string, obj any) (*input,
 	if content.IsDigested(m) && content.Read(m) { // its digests are already there (Entries only hex-encodes them)
 		return &input{obj: obj, meta: m, entries: content.Entries(obj)}, nil
 	}
+	read := !content.Read(m)
 	c.mu.Lock()
 	cached, ok := c.entries[m.GetUID()]
 	c.mu.Unlock()
-	if ok && cached.resourceVersion == m.GetResourceVersion() {
-		return &input{obj: cached.obj, meta: m, entries: cached.entries}, nil
+	if ok && (cached.resourceVersion == m.GetResourceVersion() || read && newerVersion(cached.resourceVersion, m.GetResourceVersion())) {
+		if cached.read == nil {
+			return &input{obj: obj, meta: m, entries: cached.entries}, nil
+		}
+		return &input{obj: cached.read, meta: m, entries: cached.entries}, nil
 	}
+	cached = cachedEntries{resourceVersion: m.GetResourceVersion()}
 	held := obj
-	if !content.Read(m) {
-		read, err := c.read(ctx, kind, m)
+	if read {
+		r, err := c.read(ctx, kind, m)
 		if err != nil {
 			return nil, err
 		}
-		held = read
+		held, cached.read, cached.resourceVersion = r, r, r.(metav1.Object).GetResourceVersion()
 	}
-	hm := held.(metav1.Object)
-	cached = cachedEntries{resourceVersion: hm.GetResourceVersion(), entries: content.Entries(held), obj: held}
+	cached.entries = content.Entries(held)
 	c.mu.Lock()
 	c.entries[m.GetUID()] = cached
 	c.mu.Unlock()
+	// Deleted meanwhile (its delete handler may have run before the entry
+	// was stored): the entry goes with it.
+	if now, _ := c.object(kind, m.GetNamespace(), m.GetName()).(metav1.Object); now == nil || now.GetUID() != m.GetUID() {
+		c.forget(m.GetUID())
+	}
 	return &input{obj: held, meta: m, entries: cached.entries}, nil
+}
+
+// forget drops what was computed or read of the input uid.
+func (c *Controller) forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.entries, uid)
+	c.mu.Unlock()
+}
+
+// prime reads an input m that a workload consumes without reloading for it
+// (not opted in) when the cache holds its metadata only and it was not read
+// at this resourceVersion: should the input be given courier.dev/reload
+// (or Reloader's match) in the same update as a change, its consumers
+// then roll out (remember), as when the cache holds its digests. A read
+// that fails leaves only that hint out.
+func (c *Controller) prime(ctx context.Context, kind string, m metav1.Object) {
+	if m == nil || content.Read(m) || c.held(m) != nil {
+		return
+	}
+	if _, err := c.inputOf(ctx, kind, m); err != nil {
+		c.logger.Debug("could not read an input a workload consumes", zap.Error(err))
+	}
 }
 
 // read reads the input m, which the cache holds the metadata of only, and
@@ -214,9 +247,9 @@ func (c *Controller) read(ctx context.Context, kind string, m metav1.Object) (an
 type cachedEntries struct {
 	resourceVersion string
 	entries         []content.Entry
-	// obj is what they are the entries of: the cached object, or the
-	// digests of one read (read).
-	obj any
+	// read is the digests of an object read (read), at resourceVersion;
+	// nil for a cached object's own entries (one holding its values).
+	read any
 }
 
 // object is the cached Secret or ConfigMap, or for a SecretProviderClass
@@ -338,6 +371,7 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 			// Named although the template does not reference it: only
 			// the name (courier's, or Reloader's under --compat) opts in.
 		case ref.Named != "" || !(own || verdict == stakater.Reload || (reloadAll && verdict != stakater.Blocked)):
+			c.prime(ctx, ref.Kind, m)
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional

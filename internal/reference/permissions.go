@@ -18,14 +18,14 @@ import (
 // manifests grant without a note here fails the generation, and so does a
 // note no manifest grants.
 var permissionNotes = map[string]struct{ why, risk string }{
-	"core/secrets list":                 {"informers: sources, replicas, consumed inputs", "read every Secret's values (Helm release Secrets are left out by courier's field selector, not by the RBAC)"},
+	"core/secrets list":                 {"informers: sources, replicas, consumed inputs; reading by name an input the cache holds the metadata of only", "read every Secret's values (Helm release Secrets are left out by courier's field selector, not by the RBAC)"},
 	"core/secrets watch":                {"informers", "read every Secret's values as they change"},
 	"core/secrets create":               {"replicas, backups, restored protected sources", "create any Secret, e.g. a `kubernetes.io/service-account-token` Secret, which the API server fills with a token of any ServiceAccount in that namespace: act as that ServiceAccount"},
 	"core/secrets update":               {"replicas kept equal to their sources", "overwrite any Secret: credentials, TLS keys, registry credentials"},
 	"core/secrets patch":                {"replicas; with `--compat`, filling objects that pull (their content only)", "overwrite any Secret"},
 	"core/secrets delete":               {"replicas removed; a replica recreated on a type or immutable change", "delete any Secret: an outage of what uses it"},
 	"core/secrets override":             {"the guard policy lets writes to replicas and protected sources through only with this verb", "what create, update, patch and delete allow, past the guard policy"},
-	"core/configmaps list":              {"informers", "read every ConfigMap"},
+	"core/configmaps list":              {"informers; reading by name an input the cache holds the metadata of only", "read every ConfigMap"},
 	"core/configmaps watch":             {"informers", "read every ConfigMap as it changes"},
 	"core/configmaps create":            {"replicas, backups, courier-settings", "create any ConfigMap"},
 	"core/configmaps update":            {"replicas kept equal to their sources", "overwrite any ConfigMap: the configuration of any application, kube-system's included"},
