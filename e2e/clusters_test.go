@@ -421,7 +421,7 @@ func TestRemoteClusterRBACIsMinimal(t *testing.T) {
 	createSecret(t, courierNS, "cluster-probe", withLabel(keyCluster, "probe"), withData("kubeconfig", string(r.kubeconfig(t))))
 	t.Run("manifests", func(t *testing.T) {
 		grant(t, r.rules)
-		if failed, log := probeRemote(t, r, courierNS); failed != "" {
+		if failed, log := probeRemote(t, r, courierNS, ""); failed != "" {
 			t.Fatalf("with the RBAC of manifests/remote-cluster, check %q failed; courier's log:\n%s", failed, log)
 		} else if strings.Contains(log, "is forbidden") {
 			t.Fatalf("with the RBAC of manifests/remote-cluster, the API server refused courier something:\n%s", linesWith(log, "is forbidden"))
@@ -437,7 +437,7 @@ func TestRemoteClusterRBACIsMinimal(t *testing.T) {
 			if p.verb == "list" {
 				env = []string{"KUBE_FEATURE_WatchListClient=false"}
 			}
-			failed, log := probeRemote(t, r, courierNS, env...)
+			failed, log := probeRemote(t, r, courierNS, refusal(p), env...)
 			if failed == "" {
 				t.Errorf("without %s every check passed: the permission is unused", p)
 			}
@@ -454,7 +454,7 @@ func TestRemoteClusterRBACIsMinimal(t *testing.T) {
 // thing it does in the cluster r: replicas created, updated, a stripped
 // one found by name and reverted, removed. It returns the first check that
 // failed ("" if none) and courier's log.
-func probeRemote(t *testing.T, r *remoteCluster, ns string, env ...string) (failed, log string) {
+func probeRemote(t *testing.T, r *remoteCluster, ns, refused string, env ...string) (failed, log string) {
 	t.Helper()
 	id := testID()
 	src := newNamespace(t, "src", nil)
@@ -511,7 +511,7 @@ func probeRemote(t *testing.T, r *remoteCluster, ns string, env ...string) (fail
 	updateConfigMap(t, src, "probe", func(m *corev1.ConfigMap) { delete(m.Annotations, keyReplicateToClusters) })
 	check("replicas removed there", allOf(r.secretGone(dst, "probe"), func(ctx context.Context) (bool, error) { return cm(ctx, "") }))
 	c.Stop()
-	return failed, c.Logs()
+	return failed, logShowing(t.Context(), c, refused)
 }
 
 // TestHubLeaderKilledMidPropagationToAnotherCluster: the standby keeps the
