@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,7 +88,22 @@ type Cluster struct {
 // Start runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 // kwok, waits until each is ready and one kwok node is Ready and schedulable,
 // and returns. On error everything started so far is stopped.
-func Start(ctx context.Context, o Options) (c *Cluster, err error) {
+//
+// The ports are found free, then closed and given to the components, so
+// another process (a parallel test process starting its own control plane)
+// can take one in between: a component that could not bind its port is
+// started again, with everything else, on new ports (in a new directory,
+// when Start made one), up to three times.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, o)
+		if err == nil || attempt == 3 || o.Dir != "" || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+	}
+}
+
+func start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.BinDir == "" {
 		return nil, errors.New("cluster: BinDir is empty; build the control plane with `make controlplane`")
 	}
