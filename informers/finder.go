@@ -44,11 +44,7 @@ func (f Finder) Find(ctx context.Context, kind, namespace, name string) (*metav1
 	if !ok {
 		return nil, fmt.Errorf("courier finds Secrets and ConfigMaps only, not %s", kind)
 	}
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
-	if kind == wellknown.KindSecret {
-		opts.FieldSelector += "," + SecretFieldSelector
-	}
-	l, err := f.client.Resource(gvr).Namespace(namespace).List(ctx, opts)
+	l, err := f.client.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{FieldSelector: byName(kind, name)})
 	if err != nil {
 		return nil, err
 	}
@@ -62,4 +58,14 @@ func (f Finder) Find(ctx context.Context, kind, namespace, name string) (*metav1
 		}
 	}
 	return nil, nil
+}
+
+// byName is the field selector of a list of kind's object name: one key for
+// the API server, and never a Helm release Secret (courier watches none).
+func byName(kind, name string) string {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	if kind == wellknown.KindSecret {
+		selector += "," + SecretFieldSelector
+	}
+	return selector
 }

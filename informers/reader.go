@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,11 +29,10 @@ func NewReader(client kubernetes.Interface, scope Scope) Reader {
 // Read returns kind namespace/name, or nil when the caches' selectors let
 // them hold no such object.
 func (r Reader) Read(ctx context.Context, kind, namespace, name string) (runtime.Object, error) {
-	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	switch kind {
 	case wellknown.KindSecret:
 		opts := r.scope.SecretOptions()
-		opts.FieldSelector = byName + "," + opts.FieldSelector
+		opts.FieldSelector = byName(kind, name)
 		l, err := r.client.CoreV1().Secrets(namespace).List(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -42,7 +40,7 @@ func (r Reader) Read(ctx context.Context, kind, namespace, name string) (runtime
 		return named(l.Items, name), nil
 	case wellknown.KindConfigMap:
 		opts := r.scope.ConfigMapOptions()
-		opts.FieldSelector = byName
+		opts.FieldSelector = byName(kind, name)
 		l, err := r.client.CoreV1().ConfigMaps(namespace).List(ctx, opts)
 		if err != nil {
 			return nil, err
