@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -342,6 +343,7 @@ func (c *Controller) onWorkloadUpdate(oldObj, newObj any) {
 		return
 	}
 	c.observeBudget(newObj, false)
+	c.templateChangedFirst(oldObj, newObj)
 	a, b := om.GetAnnotations(), nm.GetAnnotations()
 	if k, ok := workloadKey(newObj); ok && (workload.HealthOf(oldObj) != workload.HealthOf(newObj) || om.GetGeneration() != nm.GetGeneration() ||
 		a[wellknown.ConfigInputs] != b[wellknown.ConfigInputs] || a[wellknown.ReloadWave] != b[wellknown.ReloadWave]) {
@@ -378,8 +380,9 @@ func (c *Controller) onWorkloadDelete(obj any) {
 
 // enqueueConsumers queues the workloads consuming input ik (an InputKey)
 // for a sync after the debounce window; contentChanged: its consumed
-// content may have changed (see rememberTemplate).
-func (c *Controller) enqueueConsumers(ik string, contentChanged bool) {
+// content may have changed, in the write of resourceVersion version (see
+// rememberTemplate).
+func (c *Controller) enqueueConsumers(ik string, contentChanged bool, version string) {
 	for wkind, info := range c.kindList() {
 		objs, err := informers.Consumers(info.indexer, ik)
 		if err != nil {
@@ -388,7 +391,7 @@ func (c *Controller) enqueueConsumers(ik string, contentChanged bool) {
 		for _, o := range objs {
 			w, _ := meta.Accessor(o)
 			if contentChanged {
-				c.rememberTemplate(o)
+				c.rememberTemplate(o, version)
 			}
 			k := key{Kind: wkind, Namespace: w.GetNamespace(), Name: w.GetName()}
 			c.changed(k)
@@ -404,7 +407,7 @@ func (c *Controller) enqueueConsumers(ik string, contentChanged bool) {
 func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.ResourceEventHandler {
 	enqueueConsumers := func(obj any, contentChanged bool) {
 		if m, err := meta.Accessor(obj); err == nil {
-			c.enqueueConsumers(informers.InputKey(kind, m.GetNamespace(), m.GetName()), contentChanged)
+			c.enqueueConsumers(informers.InputKey(kind, m.GetNamespace(), m.GetName()), contentChanged, m.GetResourceVersion())
 		}
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
@@ -592,26 +595,57 @@ func (c *Controller) consumed(inputKey string) bool {
 // templateAt is a workload's pod template when one of its inputs changed.
 type templateAt struct {
 	sum uint64
+	// input: the resourceVersion of that input change (0: not a number).
+	input uint64
 	// burst: when the first change of those seen within one
 	// --reload-debounce of each other was seen (see debouncing).
 	burst time.Time
 }
 
 // rememberTemplate records the pod template of workload obj, one of whose
-// inputs changed just now (the last change wins: a template changed between
-// two input changes is not after the last).
-func (c *Controller) rememberTemplate(obj any) {
+// inputs changed just now, in the write of resourceVersion version (the
+// last change wins: a template changed between two input changes is not
+// after the last).
+func (c *Controller) rememberTemplate(obj any, version string) {
 	o, ok := obj.(*workload.Object)
 	if !ok {
 		return
 	}
 	now := c.opts.Clock.Now()
+	input, _ := strconv.ParseUint(version, 10, 64)
 	c.templates.Set(o.GetUID(), func(old templateAt, ok bool) templateAt {
 		burst := now
 		if ok && now.Sub(old.burst) < c.opts.Debounce {
 			burst = old.burst
 		}
-		return templateAt{sum: o.TemplateSum, burst: burst}
+		return templateAt{sum: o.TemplateSum, input: input, burst: burst}
+	})
+}
+
+// templateChangedFirst corrects the record of a workload whose pod template
+// change (oldObj to newObj) courier sees after an input change it recorded,
+// but which was written before it: each informer delivers its own kind in
+// order, not the kinds in the order of their writes. A resourceVersion is
+// the API server's storage revision, one order across kinds (the writes
+// of one etcd). The template written first is the one the input change
+// met, so the pods it started may hold the old content and courier rolls
+// the workload out. It only ever takes a change for one to roll out:
+// versions that are not numbers, or not ordered, correct nothing.
+func (c *Controller) templateChangedFirst(oldObj, newObj any) {
+	o, ok1 := oldObj.(*workload.Object)
+	n, ok2 := newObj.(*workload.Object)
+	if !ok1 || !ok2 || o.TemplateSum == n.TemplateSum {
+		return
+	}
+	written, err := strconv.ParseUint(n.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return
+	}
+	c.templates.Update(n.GetUID(), func(t templateAt) templateAt {
+		if written < t.input {
+			t.sum = n.TemplateSum
+		}
+		return t
 	})
 }
 

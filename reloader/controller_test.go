@@ -154,8 +154,9 @@ func deployment(annotations map[string]string, optional bool, secrets ...string)
 	return d
 }
 
-// baselined runs the first sync of d and stores d as it leaves it.
-func (f *fixture) baselined(t *testing.T, d *appsv1.Deployment) {
+// baselined runs the first sync of d and stores d as it leaves it, which
+// it returns.
+func (f *fixture) baselined(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 	t.Helper()
 	patches := f.sync(t)
 	if len(patches) != 1 || patches[0]["rollout"] != "" {
@@ -164,6 +165,7 @@ func (f *fixture) baselined(t *testing.T, d *appsv1.Deployment) {
 	d = d.DeepCopy()
 	metav1.SetMetaDataAnnotation(&d.ObjectMeta, wellknown.ConfigInputs, patches[0][wellknown.ConfigInputs])
 	f.put(t, d)
+	return d
 }
 
 func TestSyncOptInBaselineAndRollout(t *testing.T) {
@@ -519,6 +521,47 @@ func TestASyncWithinTheDebounceWaitsForIt(t *testing.T) {
 			clk.Step(time.Second)
 			if patches := f.sync(t); len(patches) != 1 || patches[0]["rollout"] != "yes" {
 				t.Fatalf("the sync after the burst's debounce wrote %v; want one rollout", patches)
+			}
+		})
+	}
+}
+
+// A workload whose pod template courier sees change after an input change,
+// but which was written before it (each informer delivers its own kind in
+// order, not the kinds in the order of their writes), is rolled out: the
+// pods its template change started may hold the old content. A template
+// written after the input's change is the workload's own rollout, which
+// gives its new pods the new content.
+func TestATemplateChangeWrittenBeforeAnInputsButSeenAfterItRollsOut(t *testing.T) {
+	for _, tt := range []struct {
+		written string // the template change's resourceVersion; the input's is 10
+		rolls   bool
+	}{{"8", true}, {"12", false}} {
+		t.Run("template written at "+tt.written, func(t *testing.T) {
+			d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+			v1 := secret("db", "1", nil)
+			v1.ResourceVersion = "2"
+			f := newFixture(t, Options{}, v1, d)
+			d = f.baselined(t, d)
+			v2 := secret("db", "2", nil)
+			v2.ResourceVersion = "10"
+			f.change(t, v1, v2)
+
+			indexer := f.inf.Workloads()[workload.Deployment].GetIndexer()
+			before, _, _ := indexer.GetByKey("app/web")
+			d = d.DeepCopy()
+			d.ResourceVersion = tt.written
+			d.Spec.Template.Labels = map[string]string{"edited": "yes"}
+			f.put(t, d)
+			after, _, _ := indexer.GetByKey("app/web")
+			f.c.onWorkloadUpdate(before, after)
+
+			patches := f.sync(t)
+			if len(patches) != 1 {
+				t.Fatalf("%d patches, want 1 (a rollout, or the baseline of the own rollout)", len(patches))
+			}
+			if got := patches[0]["rollout"] == "yes"; got != tt.rolls {
+				t.Errorf("rolled out: %v, want %v", got, tt.rolls)
 			}
 		})
 	}

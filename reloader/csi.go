@@ -120,7 +120,7 @@ func (c *Controller) providerHandler() cache.ResourceEventHandler {
 			switch {
 			case known == nil:
 				set(ik, u) // first seen: what the store held when its pod mounted it
-				c.enqueueConsumers(ik, false)
+				c.enqueueConsumers(ik, false, "")
 			case initial && newerVersion(u.GetResourceVersion(), known.GetResourceVersion()):
 				set(ik, u) // at start, the newest report
 			}
@@ -144,7 +144,7 @@ func (c *Controller) providerHandler() cache.ResourceEventHandler {
 				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", ik),
 					zap.String("why", fmt.Sprintf("changed more than %d times within %s (--reload-storm-changes, --reload-storm-window)", c.opts.StormChanges, c.opts.StormWindow)))
 			}
-			c.enqueueConsumers(ik, true)
+			c.enqueueConsumers(ik, true, u.GetResourceVersion())
 		},
 		DeleteFunc: func(obj any) {
 			ns, class, ik, ok := classOf(obj)

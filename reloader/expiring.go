@@ -60,6 +60,17 @@ func (e *expiring[K, V]) Get(k K) (V, time.Time, bool) {
 	return s.v, s.at, true
 }
 
+// Update changes what k holds, if it holds a live entry, keeping when it
+// was set.
+func (e *expiring[K, V]) Update(k K, change func(V) V) {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.m[k]; ok && now.Sub(s.at) <= e.ttl {
+		e.m[k] = stamped[V]{v: change(s.v), at: s.at}
+	}
+}
+
 // Delete drops k.
 func (e *expiring[K, V]) Delete(k K) {
 	e.mu.Lock()

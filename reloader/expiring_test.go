@@ -12,7 +12,8 @@ import (
 
 // TestExpiringLifetimes: an entry lives until deleted or its ttl after it
 // was last set; a Set sweeps what expired, once per ttl; a Set's next sees
-// only what has not expired.
+// only what has not expired; an Update changes a live entry only, and
+// does not make it live longer.
 func TestExpiringLifetimes(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
 	e := newExpiring[string, int](10*time.Second, clock.Now)
@@ -32,6 +33,19 @@ func TestExpiringLifetimes(t *testing.T) {
 	if n := e.Len(); n != 1 {
 		t.Fatalf("%d entries after the sweep, want 1 (b)", n)
 	}
+	e.Update("a", func(int) int { return 7 })
+	if _, ok := get("a"); ok || e.Len() != 1 {
+		t.Fatalf("an Update of nothing made an entry (%d entries)", e.Len())
+	}
+	e.Update("b", func(v int) int { return v * 10 })
+	if v, ok := get("b"); !ok || v != 20 {
+		t.Fatalf("b after an Update: %d, %v; want 20", v, ok)
+	}
+	clock.Step(10*time.Second + time.Millisecond)
+	if _, ok := get("b"); ok {
+		t.Fatal("an Update made b live past its ttl")
+	}
+	clock.Step(-10*time.Second - time.Millisecond)
 	clock.Step(5 * time.Second)
 	set("b", 3) // set again: lives another ttl from now
 	clock.Step(8 * time.Second)
@@ -67,7 +81,7 @@ func TestTemplateRecordsLiveAsLongAsTheirWorkload(t *testing.T) {
 	d.UID = types.UID("uid-1")
 	f.put(t, d)
 	obj, _, _ := f.inf.Workloads()["Deployment"].GetIndexer().GetByKey(d.Namespace + "/" + d.Name)
-	f.c.rememberTemplate(obj)
+	f.c.rememberTemplate(obj, "5")
 	if _, ok := f.c.templateBefore(d.UID); !ok {
 		t.Fatal("no template record after an input change")
 	}
@@ -75,7 +89,7 @@ func TestTemplateRecordsLiveAsLongAsTheirWorkload(t *testing.T) {
 	if n := f.c.templates.Len(); n != 0 {
 		t.Fatalf("%d template records after the workload went", n)
 	}
-	f.c.rememberTemplate(obj)
+	f.c.rememberTemplate(obj, "5")
 	f.c.remember(informers.InputKey("Secret", d.Namespace, "a"), secret("a", "old", nil))
 	clock.Step(hintTTL(2*time.Second) + time.Millisecond)
 	if _, ok := f.c.templateBefore(d.UID); ok {
