@@ -33,7 +33,9 @@ const renewAfter = 1024
 //
 // The keys wait in a client-go queue, which is made anew when it is idle
 // after taking more than renewAfter keys: the workers of the old one finish
-// first, so no key is ever synced by two workers at once. Keys added after
+// first, so no key is ever synced by two workers at once, and none of them
+// is syncing then (a key one took as the queue was made anew goes to the
+// new queue), so the new one's workers start at once. Keys added after
 // a delay (AddAfter, retries) wait in a timer of courier's, not in the
 // client-go queue, so none is lost with an old queue; as client-go's
 // delaying queue does, a key waits for its earliest due time only.
@@ -53,6 +55,8 @@ type Queue[K comparable] struct {
 	idle     chan struct{}
 	open     atomic.Bool
 	inFlight atomic.Int64 // keys taken from a client-go queue and not yet done
+
+	took func(K) // tests: called between a worker's Get and count
 }
 
 // NewQueue is a queue named name (its metrics' name label), whose failed
@@ -227,13 +231,38 @@ func (w *Queue[K]) drain(q workqueue.TypedInterface[K]) {
 	}
 }
 
+// count counts a key taken from q in flight, unless q is no longer the
+// current queue: under the lock renew takes, so a queue is made anew only
+// when no key taken from it is still to be synced there.
+func (w *Queue[K]) count(q workqueue.TypedInterface[K]) bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if q != w.q {
+		return false
+	}
+	w.inFlight.Add(1)
+	return true
+}
+
 // process handles one key of q and reports whether the worker goes on.
 func (w *Queue[K]) process(ctx context.Context, q workqueue.TypedInterface[K], wake K, syncKey Sync[K], onError func(K, error)) bool {
 	k, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	w.inFlight.Add(1)
+	if w.took != nil {
+		w.took(k)
+	}
+	if !w.count(q) {
+		// q was made anew between Get and now, and its workers are told to
+		// finish: k goes to the new queue, whose workers sync it once these
+		// stopped, instead of holding them up until it is synced here.
+		q.Done(k)
+		if k != wake {
+			w.add(k)
+		}
+		return true
+	}
 	defer func() {
 		q.Done(k) // which puts k back if it was added while it synced
 		w.inFlight.Add(-1)

@@ -227,6 +227,73 @@ func TestAnIdleQueueIsMadeAnewWithoutLosingAKey(t *testing.T) {
 	}
 }
 
+// A key a worker took from a queue just as the queue was made anew (between
+// its Get and counting it in flight) does not hold up the new queue until
+// its sync is over: it goes to the new queue and is synced there, once.
+func TestAKeyTakenAsTheQueueIsMadeAnewDoesNotHoldUpTheNewOne(t *testing.T) {
+	q := newQueue()
+	taken, release := make(chan struct{}), make(chan struct{})
+	q.took = func(k string) {
+		if k == "taken" {
+			select {
+			case <-taken:
+				return // taken again, from the new queue
+			default:
+			}
+			close(taken)
+			<-release
+		}
+	}
+	var mu sync.Mutex
+	synced := map[string]int{}
+	unblock := make(chan struct{})
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	go q.Run(ctx, 2, "wake", func() {}, func(ctx context.Context, k string) error {
+		if k == "taken" {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		mu.Lock()
+		synced[k]++
+		mu.Unlock()
+		return nil
+	}, func(string, error) {})
+	for !q.Open() {
+		time.Sleep(time.Millisecond)
+	}
+	count := func(k string) int { mu.Lock(); defer mu.Unlock(); return synced[k] }
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+		}
+	}
+	first := q.current()
+	for i := range renewAfter - 1 {
+		q.Add(fmt.Sprint(i), time.Now())
+	}
+	waitUntil("the first keys synced", func() bool { return count(fmt.Sprint(renewAfter-2)) == 1 && q.Len() == 0 })
+	q.Add("taken", time.Now())
+	<-taken
+	q.Add("other", time.Now()) // the 1025th key: once it is synced, the queue is idle
+	waitUntil("the idle queue made anew", func() bool { return q.current() != first })
+	close(release)
+	q.Add("after", time.Now())
+	waitUntil("a key added after the renewal synced while the taken key's sync waits", func() bool { return count("after") == 1 })
+	close(unblock)
+	waitUntil("the taken key synced", func() bool { return count("taken") == 1 })
+	time.Sleep(10 * time.Millisecond)
+	if n := count("taken"); n != 1 {
+		t.Errorf("the taken key synced %d times, want 1", n)
+	}
+}
+
 // A key added after a delay while it already waits waits for the earlier
 // of the two times only, as client-go's delaying queue has it.
 func TestAKeyAddedAfterTwoDelaysWaitsForTheEarlier(t *testing.T) {
