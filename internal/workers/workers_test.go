@@ -18,6 +18,16 @@ import (
 	"github.com/courier-k8s/courier/internal/metrics"
 )
 
+// waitUntil waits up to 5 s for cond, then fails the test with what.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
 func newQueue() *Queue[string] {
 	return NewQueue("", workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond), nil, nil)
 }
@@ -178,9 +188,7 @@ func TestAnIdleQueueIsMadeAnewWithoutLosingAKey(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, func(string, error) {})
-	for !q.Open() {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the term began", q.Open)
 	first := q.current()
 	q.AddAfter("late", 300*time.Millisecond, time.Now())
 	const n = 3 * renewAfter
@@ -188,14 +196,6 @@ func TestAnIdleQueueIsMadeAnewWithoutLosingAKey(t *testing.T) {
 		q.Add(fmt.Sprint(i), time.Now())
 		if i%7 == 0 {
 			q.Add(fmt.Sprint(i/2), time.Now()) // again, perhaps while it syncs
-		}
-	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
 		}
 	}
 	count := func() (all, late int) {
@@ -208,12 +208,12 @@ func TestAnIdleQueueIsMadeAnewWithoutLosingAKey(t *testing.T) {
 		}
 		return all, synced["late"]
 	}
-	waitUntil("every key synced", func() bool { all, _ := count(); return all == n })
-	waitUntil("the idle queue made anew", func() bool { return q.current() != first })
-	waitUntil("the delayed key synced", func() bool { _, late := count(); return late == 1 })
+	waitUntil(t, "every key synced", func() bool { all, _ := count(); return all == n })
+	waitUntil(t, "the idle queue made anew", func() bool { return q.current() != first })
+	waitUntil(t, "the delayed key synced", func() bool { _, late := count(); return late == 1 })
 	second := q.current()
 	q.Add("after", time.Now())
-	waitUntil("a key added after the renewal synced", func() bool { mu.Lock(); defer mu.Unlock(); return synced["after"] == 1 })
+	waitUntil(t, "a key added after the renewal synced", func() bool { mu.Lock(); defer mu.Unlock(); return synced["after"] == 1 })
 	if q.current() != second {
 		t.Error("a queue that took one key since it was made was made anew")
 	}
@@ -262,32 +262,22 @@ func TestAKeyTakenAsTheQueueIsMadeAnewDoesNotHoldUpTheNewOne(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, func(string, error) {})
-	for !q.Open() {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the term began", q.Open)
 	count := func(k string) int { mu.Lock(); defer mu.Unlock(); return synced[k] }
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-		}
-	}
 	first := q.current()
 	for i := range renewAfter - 1 {
 		q.Add(fmt.Sprint(i), time.Now())
 	}
-	waitUntil("the first keys synced", func() bool { return count(fmt.Sprint(renewAfter-2)) == 1 && q.Len() == 0 })
+	waitUntil(t, "the first keys synced", func() bool { return count(fmt.Sprint(renewAfter-2)) == 1 && q.Len() == 0 })
 	q.Add("taken", time.Now())
 	<-taken
 	q.Add("other", time.Now()) // the 1025th key: once it is synced, the queue is idle
-	waitUntil("the idle queue made anew", func() bool { return q.current() != first })
+	waitUntil(t, "the idle queue made anew", func() bool { return q.current() != first })
 	close(release)
 	q.Add("after", time.Now())
-	waitUntil("a key added after the renewal synced while the taken key's sync waits", func() bool { return count("after") == 1 })
+	waitUntil(t, "a key added after the renewal synced while the taken key's sync waits", func() bool { return count("after") == 1 })
 	close(unblock)
-	waitUntil("the taken key synced", func() bool { return count("taken") == 1 })
+	waitUntil(t, "the taken key synced", func() bool { return count("taken") == 1 })
 	time.Sleep(10 * time.Millisecond)
 	if n := count("taken"); n != 1 {
 		t.Errorf("the taken key synced %d times, want 1", n)
@@ -303,9 +293,7 @@ func TestAKeyAddedAfterTwoDelaysWaitsForTheEarlier(t *testing.T) {
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
 	go q.Run(ctx, 2, "wake", func() {}, func(_ context.Context, k string) error { synced <- k; return nil }, func(string, error) {})
-	for !q.Open() {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the term began", q.Open)
 	q.AddAfter("k", 2*time.Second, time.Time{})
 	q.AddAfter("k", time.Second, time.Time{})
 	q.AddAfter("k", 3*time.Second, time.Time{})
@@ -374,9 +362,7 @@ func TestATermEndsWithAFreshQueue(t *testing.T) {
 		}, func(context.Context, string) error { <-release; return nil }, func(string, error) {})
 		close(done)
 	}()
-	for !q.Open() {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the term began", q.Open)
 	end() // keys still wait: no renewal while the term ran
 	close(release)
 	<-done
