@@ -3,7 +3,6 @@ package reloader
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/room"
 	"github.com/courier-k8s/courier/internal/wellknown"
 	"github.com/courier-k8s/courier/internal/workload"
 )
@@ -36,10 +36,6 @@ type budget struct {
 	peaks [3]int
 	gauge prometheus.Gauge
 }
-
-// roomAbove is the number of entries past which a budget's map, once down
-// to an eighth of them or less, is made anew (tidy).
-const roomAbove = 1024
 
 type queuedFor struct {
 	wave int
@@ -89,28 +85,14 @@ func (b *budget) observe(k key, obj any, flying bool) []queued {
 	return b.next()
 }
 
-// tidy notes how large each map grew and makes anew one left with an
-// eighth or less of more than roomAbove entries it held (its entries
-// copied): Go maps keep the room they once needed, a source update rolls
-// out thousands of workloads at once, and one of them that never gets
-// healthy must not keep that room. b.mu is held.
+// tidy notes how large each map grew and makes anew one left with little
+// of it (room.Kept): a source update rolls out thousands of workloads at
+// once, and one of them that never gets healthy must not keep their room.
+// b.mu is held.
 func (b *budget) tidy() {
-	b.fly = renewed(b.fly, &b.peaks[0])
-	b.taken = renewed(b.taken, &b.peaks[1])
-	b.queue = renewed(b.queue, &b.peaks[2])
-}
-
-// renewed is m, or a copy of m in a new map if m holds an eighth or less
-// of the more than roomAbove entries it once held; peak is the most m held.
-func renewed[V any](m map[key]V, peak *int) map[key]V {
-	*peak = max(*peak, len(m))
-	if *peak <= roomAbove || len(m) > *peak/8 {
-		return m
-	}
-	*peak = len(m)
-	n := make(map[key]V, len(m)) // not maps.Clone, which keeps m's room
-	maps.Copy(n, m)
-	return n
+	b.fly = room.Kept(b.fly, &b.peaks[0])
+	b.taken = room.Kept(b.taken, &b.peaks[1])
+	b.queue = room.Kept(b.queue, &b.peaks[2])
 }
 
 // queued is a rollout waiting for a slot.

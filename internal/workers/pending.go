@@ -3,6 +3,8 @@ package workers
 import (
 	"sync"
 	"time"
+
+	"github.com/courier-k8s/courier/internal/room"
 )
 
 // Pending remembers, per work-queue key, the earliest of the times it was
@@ -11,18 +13,14 @@ import (
 // events; and in a Queue, when a key added after a delay is due. It is safe
 // for concurrent use; the zero value is not usable: use NewPending.
 //
-// A Go map keeps the room it once needed after its keys are deleted, and a
-// start or a source update puts every replica's key here at once: once
-// empty after holding more than shrinkAbove keys, the map is made anew, so
-// an idle courier holds no room for its busiest moment.
+// A start or a source update puts every replica's key here at once: the
+// map is made anew once little of them is left (room.Kept), so an idle
+// courier holds no room for its busiest moment.
 type Pending[K comparable] struct {
 	mu   sync.Mutex
 	m    map[K]time.Time
 	peak int // the most keys m held since it was made
 }
-
-// shrinkAbove is the size past which an emptied map is made anew.
-const shrinkAbove = 1024
 
 // NewPending returns an empty Pending.
 func NewPending[K comparable]() *Pending[K] { return &Pending[K]{m: map[K]time.Time{}} }
@@ -70,7 +68,5 @@ func (p *Pending[K]) Take(k K) (time.Time, bool) {
 
 func (p *Pending[K]) delete(k K) {
 	delete(p.m, k)
-	if len(p.m) == 0 && p.peak > shrinkAbove {
-		p.m, p.peak = map[K]time.Time{}, 0
-	}
+	p.m = room.Kept(p.m, &p.peak)
 }
