@@ -86,3 +86,43 @@ func TestInputThenTemplateChangeRollsOutOnce(t *testing.T) {
 		t.Errorf(`courier_reloader_skipped_total{reason="template_changed"} = %v, want 1`, v)
 	}
 }
+
+// SPEC (Reload, no second rollout): "first" is the order of the writes, not
+// the order courier's caches show them in. A template change written before
+// the input's change, but seen by courier after it (the proxy holds the
+// Deployments' watch events back), started pods that may hold the old
+// content: courier rolls out after it. Before the fix it took the template's
+// rollout for one carrying the change, and rolled nothing out.
+func TestATemplateChangeWrittenFirstButSeenAfterTheInputsRollsOut(t *testing.T) {
+	fp := newFaultProxy(t)
+	ns := newNamespace(t, "seenlater", nil)
+	createSecret(t, ns, "db", withData("password", "v1"))
+	createDeployment(t, ns, "web", map[string]string{keyReload: "true"},
+		podSpec([]corev1.EnvVar{keyRef("secret", "db", "password")}, nil, nil))
+	p := startCourierFrom(t, env.courier, courierIdentity(), nil, "--namespace="+ns,
+		"--kubeconfig="+fp.kubeconfig(t, courierIdentity()), "--reload-debounce=4s")
+	p.WaitLeader(t.Context())
+	settled(t, ns, "web")
+
+	fp.stall("deployments", 2*time.Second)
+	editTemplate(t, ns, "web", "2")
+	updateSecret(t, ns, "db", func(x *corev1.Secret) { x.Data["password"] = []byte("v2") })
+	// courier sees the Secret's change at once and the template's up to
+	// two seconds later, both within the debounce; it rolls out when the
+	// debounce ends.
+	eventually(t, 15*time.Second, "the template's own rollout and courier's after it", func(ctx context.Context) (bool, error) {
+		n, err := replicaSets(ctx, ns, "web")
+		return n == 3, err
+	})
+	noRollout(t, ns, "web", 3)
+	d, err := admin().AppsV1().Deployments(ns).Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Annotations[keyReloadedFor]; got != "secret/db" {
+		t.Errorf("%s = %q, want secret/db", keyReloadedFor, got)
+	}
+	if v, _ := p.MetricValue(t.Context(), `courier_reloader_skipped_total{reason="template_changed"}`); v != 0 {
+		t.Errorf(`courier_reloader_skipped_total{reason="template_changed"} = %v, want 0`, v)
+	}
+}
