@@ -165,15 +165,6 @@ func TestEveryDashboardPanelAndAlertMovesWithItsEvent(t *testing.T) {
 			waveDeployment(t, ns, "web", "0", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](2) })
 			waveDeployment(t, ns, "api", "1", nil)
 			nowhere(t, ns, "web", true)
-			// The Deployment controller has seen web's template change
-			// (its own rollout's ReplicaSet), so courier's cache most
-			// likely has too: a change courier saw before the template's
-			// would be taken for one the template's rollout carries, and
-			// web would not be in flight.
-			eventually(t, converge, "web's own rollout started", func(ctx context.Context) (bool, error) {
-				n, err := replicaSets(ctx, ns, "web")
-				return n == 2, err
-			})
 			updateSecret(t, ns, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("2") })
 			eventually(t, 30*time.Second, "api halted", eventWith(ns, "api", "ReloadHalted"))
 		},
