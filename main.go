@@ -261,7 +261,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	}
 	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
 	scope := informers.Scope{Namespaces: o.WatchNamespaces, ResourceLabels: o.ResourceLabelSelector}
-	inf, err := informers.New(cs.watchKube, roles, scope, logger)
+	inf, err := informers.New(cs.watchKube, nil, roles, scope, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-k8s/courier/internal/role"
@@ -51,6 +53,9 @@ type Set struct {
 	// contents are each namespace's factory of Secrets and ConfigMaps,
 	// started once its built-in workloads (workloads) are listed (Start).
 	contents map[string]informers.SharedInformerFactory
+	// metadata are each namespace's metadata-only informers of Secrets and
+	// ConfigMaps (split), started with its contents.
+	metadata map[string][]cache.SharedIndexInformer
 	// workloads are each namespace's built-in workload informers
 	// (metav1.NamespaceAll: every namespace's).
 	workloads map[string][]cache.SharedIndexInformer
@@ -99,8 +104,14 @@ func (f fixed) Informer() cache.SharedIndexInformer { return f.inf }
 // roles is the configuration objects' roles depend on (package role): what
 // the cache keeps of each Secret and ConfigMap, and how they are indexed.
 // scope is what the caches hold.
-func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
-	s := &Set{Reach: newReach(scope.Namespaces, logger), parts: map[string][]cache.SharedIndexInformer{}, contents: map[string]informers.SharedInformerFactory{}, workloads: map[string][]cache.SharedIndexInformer{}}
+//
+// meta, if set, is a metadata client: the Secrets and ConfigMaps courier
+// does not manage (no managed-by label of courier's: every tenant's, the
+// sources) are then listed and watched as their metadata only, so their
+// values never reach courier (see split); nil lists them whole (tests).
+func New(client kubernetes.Interface, meta metadata.Interface, roles role.Config, scope Scope, logger *zap.Logger) (*Set, error) {
+	s := &Set{Reach: newReach(scope.Namespaces, logger), parts: map[string][]cache.SharedIndexInformer{}, contents: map[string]informers.SharedInformerFactory{},
+		metadata: map[string][]cache.SharedIndexInformer{}, workloads: map[string][]cache.SharedIndexInformer{}}
 	s.Reach.served = s.announce
 	type factory = informers.SharedInformerFactory
 	kinds := []struct {
@@ -110,14 +121,19 @@ func New(client kubernetes.Interface, roles role.Config, scope Scope, logger *za
 		workload bool
 	}{
 		{content: true, field: &s.Secrets, of: func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, s.Reach, ns, &corev1.Secret{}, func(c kubernetes.Interface) resourceClient[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }, func(o *metav1.ListOptions) {
-				want := scope.SecretOptions()
-				o.FieldSelector, o.LabelSelector = want.FieldSelector, want.LabelSelector
+			want := scope.SecretOptions()
+			return s.split(meta, ns, secretsResource, want, func(managed string) cache.SharedIndexInformer {
+				return typed(f, s.Reach, ns, &corev1.Secret{}, func(c kubernetes.Interface) resourceClient[*corev1.SecretList] { return c.CoreV1().Secrets(ns) }, func(o *metav1.ListOptions) {
+					o.FieldSelector, o.LabelSelector = want.FieldSelector, and(want.LabelSelector, managed)
+				})
 			})
 		}},
 		{content: true, field: &s.ConfigMaps, of: func(f factory, ns string) cache.SharedIndexInformer {
-			return typed(f, s.Reach, ns, &corev1.ConfigMap{}, func(c kubernetes.Interface) resourceClient[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }, func(o *metav1.ListOptions) {
-				o.LabelSelector = scope.ConfigMapOptions().LabelSelector
+			want := scope.ConfigMapOptions()
+			return s.split(meta, ns, configMapsResource, want, func(managed string) cache.SharedIndexInformer {
+				return typed(f, s.Reach, ns, &corev1.ConfigMap{}, func(c kubernetes.Interface) resourceClient[*corev1.ConfigMapList] { return c.CoreV1().ConfigMaps(ns) }, func(o *metav1.ListOptions) {
+					o.LabelSelector = and(want.LabelSelector, managed)
+				})
 			})
 		}},
 		{field: &s.Namespaces, of: func(f factory, ns string) cache.SharedIndexInformer {
@@ -214,6 +230,61 @@ func typed[L runtime.Object](f informers.SharedInformerFactory, r *Reach, ns str
 	})
 }
 
+var (
+	secretsResource    = corev1.SchemeGroupVersion.WithResource("secrets")
+	configMapsResource = corev1.SchemeGroupVersion.WithResource("configmaps")
+	// managedByCourier selects the Secrets and ConfigMaps courier wrote and
+	// manages (replicas, backups, the digest key); notManagedByCourier the
+	// rest, those without the label included.
+	managedByCourier    = wellknown.ManagedBy + "=" + wellknown.ManagedByValue
+	notManagedByCourier = wellknown.ManagedBy + "!=" + wellknown.ManagedByValue
+)
+
+// split is namespace ns's informer of resource (Secrets or ConfigMaps)
+// listed and watched with want's selectors: without meta, full (full's
+// informer with no more selector); with meta, two parts divided by
+// courier's managed-by label (NewSplit). What courier wrote is listed and
+// watched in full (full's informer, managedByCourier): the cache holds
+// its digests, so a replica edited by hand is seen and reverted without a
+// read. Everything else — every tenant's objects, the sources — only as its
+// metadata (metadataOf, notManagedByCourier): the API server sends no
+// values, and what courier must read of one (a source's values, a consumed
+// input's digests) it reads by name when its resourceVersion moves.
+func (s *Set) split(meta metadata.Interface, ns string, resource schema.GroupVersionResource, want metav1.ListOptions, full func(managed string) cache.SharedIndexInformer) cache.SharedIndexInformer {
+	if meta == nil {
+		return full("")
+	}
+	tenants := metadataOf(meta, s.Reach, ns, resource, func(o *metav1.ListOptions) {
+		o.FieldSelector, o.LabelSelector = want.FieldSelector, and(want.LabelSelector, notManagedByCourier)
+	})
+	s.metadata[ns] = append(s.metadata[ns], tenants)
+	return NewSplit([]string{"managed by courier", "metadata only"}, full(managedByCourier), tenants)
+}
+
+// metadataOf is namespace ns's informer of resource's objects as their
+// metadata only (PartialObjectMetadata, held as content.FromMetadata),
+// tweak changing every request's options.
+func metadataOf(c metadata.Interface, r *Reach, ns string, resource schema.GroupVersionResource, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	var rc resourceClient[*metav1.PartialObjectMetadataList] = c.Resource(resource).Namespace(ns)
+	if ns != metav1.NamespaceAll {
+		rc = reporting[*metav1.PartialObjectMetadataList]{c: rc, report: r.reportingTo(ns, resource.Resource+" (metadata only)")}
+	}
+	inf := informerOf(rc, c, &metav1.PartialObjectMetadata{}, resource.Resource+" (metadata only)", tweak, cache.Indexers{})
+	_ = inf.SetTransform(MetadataTransform(resource == secretsResource)) // not started: cannot fail
+	return inf
+}
+
+// and is the label selector both a and b select (either may be empty).
+func and(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
+}
+
 // refusedIn is the watch error handler of an informer of namespace ns
 // (--watch-namespaces): a refusal names the namespace and the fix.
 func refusedIn(ns string, logger *zap.Logger) cache.WatchErrorHandlerWithContext {
@@ -256,6 +327,15 @@ func (s *Set) Start(ctx context.Context) {
 		f.Start(ctx.Done())
 	}
 	for ns, f := range s.contents {
+		if inf := s.metadata[ns]; len(inf) > 0 {
+			// Split: neither half holds content the transform would keep
+			// for a consumer, so nothing waits for the workloads.
+			f.Start(ctx.Done())
+			for _, inf := range inf {
+				s.running.Go(func() { inf.RunWithContext(ctx) })
+			}
+			continue
+		}
 		s.running.Add(1)
 		go func() {
 			defer s.running.Done()
@@ -295,10 +375,9 @@ func (s *Set) Shutdown() {
 
 // workloadsListed waits until the built-in workload informers of namespace
 // ns have listed, or courier may not list there (Reach), or ctx ends
-// (false). Secrets and ConfigMaps are listed after them, so the transform
-// knows what the workloads consume when it first holds each input
-// (consumed) and no consumed input has to be read again; a start that read
-// them all at once would then read the consumed ones a second time.
+// (false). Without a metadata client (whole lists: tests), Secrets and
+// ConfigMaps are listed after them, so the transform knows what the
+// workloads consume when it first holds each input (consumed).
 func (s *Set) workloadsListed(ctx context.Context, ns string) bool {
 	listed := func() bool {
 		for _, inf := range s.workloads[ns] {

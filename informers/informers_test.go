@@ -18,13 +18,11 @@ import (
 	"github.com/courier-k8s/courier/internal/role"
 )
 
-// Secrets and ConfigMaps are listed only once the workloads are, so the
-// transform knows what the workloads consume when it first holds each
+// Without a metadata client (whole lists, as the tests' fake API servers
+// serve), Secrets and ConfigMaps are listed only once the workloads are, so
+// the transform knows what the workloads consume when it first holds each
 // input: a consumed one is held as its digests, the others as their
-// metadata only, and a start reads none again (#51). (Under
-// --watch-namespaces, where each namespace has informers of its own,
-// TestAnInputCreatedBeforeItsConsumerIsReadOnce tries it on a real API
-// server: a fake one cannot serve a Namespace read by name.)
+// metadata only.
 func TestSecretsAndConfigMapsAreListedAfterTheWorkloads(t *testing.T) {
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}, Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{
@@ -35,7 +33,7 @@ func TestSecretsAndConfigMapsAreListedAfterTheWorkloads(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "unused"}, Data: map[string][]byte{"k": []byte("v")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "settings"}, Data: map[string]string{"k": "v"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "settings"}, Data: map[string]string{"k": "v"}})
-	s, err := New(client, role.Config{Namespace: "courier"}, Scope{}, zap.NewNop())
+	s, err := New(client, nil, role.Config{Namespace: "courier"}, Scope{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

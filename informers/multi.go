@@ -29,6 +29,9 @@ type Multi struct {
 	// skip, if set, reports a namespace whose part is not waited for
 	// (HasSynced): courier may not list there now (Reach).
 	skip func(namespace string) bool
+	// split: the parts watch one kind in the same namespaces, divided by a
+	// label (NewSplit), so any part may hold a key.
+	split bool
 }
 
 var _ cache.SharedIndexInformer = (*Multi)(nil)
@@ -50,6 +53,20 @@ func whole(parts map[string]cache.SharedIndexInformer) cache.SharedIndexInformer
 		return inf
 	}
 	return NewMulti(parts)
+}
+
+// NewSplit is one informer over parts that watch the same namespaces and
+// divide one kind's objects between them by selectors that complement each
+// other (one with a label, one without): GetByKey asks them in the order
+// given. An object whose label changes leaves one part and enters the
+// other, in either order, so for a moment it may be in both (reads return
+// it twice) or in neither: its absence is no evidence that it is gone.
+func NewSplit(names []string, parts ...cache.SharedIndexInformer) *Multi {
+	m := &Multi{parts: map[string]cache.SharedIndexInformer{}, order: names, split: true}
+	for i, name := range names {
+		m.parts[name] = parts[i]
+	}
+	return m
 }
 
 // NewMulti returns the informer over parts, by namespace.
@@ -233,7 +250,25 @@ func (x multiIndexer) List() []any {
 	for _, ns := range x.m.order {
 		out = append(out, x.m.parts[ns].GetIndexer().List()...)
 	}
-	return out
+	return x.once(out)
+}
+
+// once is objs with each object once: a split's object moving between its
+// parts may be in both for a moment; the first part's copy is kept.
+func (x multiIndexer) once(objs []any) []any {
+	if !x.m.split || len(objs) < 2 {
+		return objs
+	}
+	seen := make(map[string]bool, len(objs))
+	return slices.DeleteFunc(objs, func(obj any) bool {
+		k, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return false
+		}
+		dup := seen[k]
+		seen[k] = true
+		return dup
+	})
 }
 
 func (x multiIndexer) ListKeys() []string {
@@ -256,6 +291,14 @@ func (x multiIndexer) Get(obj any) (any, bool, error) {
 // name: the part that watches that namespace); a key of a namespace courier
 // does not watch is not there.
 func (x multiIndexer) GetByKey(key string) (any, bool, error) {
+	if x.m.split {
+		for _, part := range x.m.order {
+			if obj, ok, err := x.m.parts[part].GetIndexer().GetByKey(key); ok || err != nil {
+				return obj, ok, err
+			}
+		}
+		return nil, false, nil
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, false, err
@@ -277,7 +320,7 @@ func (x multiIndexer) Index(name string, obj any) ([]any, error) {
 		out = append(out, items...)
 		return err
 	})
-	return out, err
+	return x.once(out), err
 }
 
 func (x multiIndexer) IndexKeys(name, value string) ([]string, error) {
@@ -307,7 +350,7 @@ func (x multiIndexer) ByIndex(name, value string) ([]any, error) {
 		out = append(out, items...)
 		return err
 	})
-	return out, err
+	return x.once(out), err
 }
 
 // GetIndexers is the first part's: AddIndexers gives every part the same.

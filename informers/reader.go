@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,19 +30,28 @@ func NewReader(client kubernetes.Interface, scope Scope) Reader {
 // Read returns kind namespace/name, or nil when the caches' selectors let
 // them hold no such object.
 func (r Reader) Read(ctx context.Context, kind, namespace, name string) (runtime.Object, error) {
+	return r.ReadAt(ctx, kind, namespace, name, "")
+}
+
+// ReadAt is Read as of resourceVersion version ("": the latest): one list at
+// that exact version, which etcd keeps until it is compacted.
+func (r Reader) ReadAt(ctx context.Context, kind, namespace, name, version string) (runtime.Object, error) {
+	with := func(o metav1.ListOptions) metav1.ListOptions {
+		o.FieldSelector = byName(kind, name)
+		if version != "" {
+			o.ResourceVersion, o.ResourceVersionMatch = version, metav1.ResourceVersionMatchExact
+		}
+		return o
+	}
 	switch kind {
 	case wellknown.KindSecret:
-		opts := r.scope.SecretOptions()
-		opts.FieldSelector = byName(kind, name)
-		l, err := r.client.CoreV1().Secrets(namespace).List(ctx, opts)
+		l, err := r.client.CoreV1().Secrets(namespace).List(ctx, with(r.scope.SecretOptions()))
 		if err != nil {
 			return nil, err
 		}
 		return named(l.Items, name), nil
 	case wellknown.KindConfigMap:
-		opts := r.scope.ConfigMapOptions()
-		opts.FieldSelector = byName(kind, name)
-		l, err := r.client.CoreV1().ConfigMaps(namespace).List(ctx, opts)
+		l, err := r.client.CoreV1().ConfigMaps(namespace).List(ctx, with(r.scope.ConfigMapOptions()))
 		if err != nil {
 			return nil, err
 		}

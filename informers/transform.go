@@ -74,6 +74,21 @@ func Transform(keep KeepValues, consumed Consumed) cache.TransformFunc {
 	}
 }
 
+// MetadataTransform is the cache transform of a metadata-only informer of
+// Secrets (secret) or ConfigMaps: the object as content.FromMetadata,
+// with its labels and annotations when it bears a mark courier reads
+// (role.Marked). The API server never sent its values.
+func MetadataTransform(secret bool) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		o, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return obj, nil // a content.Digested already, or a tombstone
+		}
+		trimMeta(&o.ObjectMeta)
+		return content.FromMetadata(o, secret, role.Marked(o)), nil
+	}
+}
+
 // trimMeta drops what courier never reads: managed fields and kubectl's
 // last-applied configuration (it holds the whole applied object, values
 // included).

@@ -50,7 +50,7 @@ var fixtureNow = time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	inf, err := informers.New(client, role.Config{Namespace: "courier"}, informers.Scope{}, zap.NewNop())
+	inf, err := informers.New(client, nil, role.Config{Namespace: "courier"}, informers.Scope{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

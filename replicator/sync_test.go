@@ -142,7 +142,7 @@ func newFixtureWith(t *testing.T, opts func(*Options), objs ...runtime.Object) *
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	sources := globs.List{"platform*"}
-	inf, err := informers.New(client, role.Config{Allowed: sources.Match, Namespace: "courier"}, informers.Scope{}, zap.NewNop())
+	inf, err := informers.New(client, nil, role.Config{Allowed: sources.Match, Namespace: "courier"}, informers.Scope{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

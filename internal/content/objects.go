@@ -180,6 +180,19 @@ func MetadataOnly(obj any) any {
 	return obj
 }
 
+// FromMetadata is the cached form of a Secret (secret) or ConfigMap that the
+// API server sent as its metadata only (a metadata-only list or watch):
+// what MetadataOnly keeps, with its labels and annotations if withMaps, and
+// neither its type nor its immutability, which are not metadata (Fields
+// gives "" and nil until courier reads the object).
+func FromMetadata(m *metav1.PartialObjectMetadata, secret, withMaps bool) *Digested {
+	d := &Digested{Meta: objmeta.From(&m.ObjectMeta, withMaps), secret: secret}
+	if secret {
+		d.typ = unique.Make("")
+	}
+	return d
+}
+
 // Read reports whether courier holds obj's content, as values or digests:
 // false only for a MetadataOnly object.
 func Read(obj any) bool {
