@@ -224,6 +224,7 @@ type daemon struct {
 type clients struct {
 	kube, watchKube kubernetes.Interface
 	meta            metadata.Interface // reads by name, metadata only (informers.Finder)
+	watchMeta       metadata.Interface // the informers of what courier does not manage
 	dyn, watchDyn   dynamic.Interface  // nil without --reload-resources or --reload-csi
 }
 
@@ -233,6 +234,9 @@ func newClients(cfg *rest.Config, dynamicToo bool) (cs clients, err error) {
 		return cs, err
 	}
 	if cs.meta, err = metadata.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	if cs.watchMeta, err = metadata.NewForConfig(watchCfg); err != nil {
 		return cs, err
 	}
 	if cs.watchKube, err = kubernetes.NewForConfig(watchCfg); err != nil || !dynamicToo {
@@ -261,7 +265,14 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	}
 	roles := role.Config{Compat: o.Compat, Allowed: o.SourceNamespaces.Match, Namespace: o.Namespace}
 	scope := informers.Scope{Namespaces: o.WatchNamespaces, ResourceLabels: o.ResourceLabelSelector}
-	inf, err := informers.New(cs.watchKube, nil, roles, scope, logger)
+	inf, err := informers.New(cs.watchKube, cs.watchMeta, roles, scope, logger)
+	if err != nil {
+		return nil, err
+	}
+	reader := informers.NewReader(client, scope)
+	contents, err := inf.NewContents(func(ctx context.Context, kind, namespace, name string) (any, error) {
+		return reader.Read(ctx, kind, namespace, name)
+	}, roles)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +307,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		ScopeLabels:      scopeLabels,
 		View:             v,
 		Finder:           finder,
+		Contents:         contents,
 	})
 	if err != nil {
 		return nil, err
@@ -313,6 +325,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		Finder:            finder,
 		Clusters:          remotes,
 		ClusterName:       clusterName(o),
+		Contents:          contents,
 	})
 	if err != nil {
 		return nil, err
@@ -320,7 +333,8 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 	notifier := notify.New(o.NotifyURLs, reg, logger, notify.Options{Cluster: o.ClusterName})
 	rel, err := reloader.New(client, inf.Workloads(), inf.Secrets.Informer(), inf.ConfigMaps.Informer(), recorder, reg, logger, reloader.Options{
 		Namespace:    o.Namespace,
-		Read:         informers.NewReader(client, scope).Read,
+		Read:         reader.Read,
+		ReadAt:       reader.ReadAt,
 		View:         v,
 		Finder:       finder,
 		KeyLabels:    keyLabels,

@@ -589,14 +589,15 @@ func revision(t *testing.T, resourceVersion string) uint64 {
 	return v
 }
 
-// An input created before its consumer (the order GitOps tools apply them
-// in) is held by courier's cache as its metadata only until a workload
-// consumes it: courier reads it once, by name, when the workload appears
-// (courier_reloader_input_reads_total), and from its next change on the
-// cache holds its digests, so that change and later ones roll the workload
-// out without another read. A restarted courier lists the workloads before
-// the Secrets and ConfigMaps, so it reads none of the inputs again (#51).
-func TestAnInputCreatedBeforeItsConsumerIsReadOnce(t *testing.T) {
+// courier holds a tenant's Secrets and ConfigMaps as their metadata only
+// (the API server never sends it their values): an input a workload
+// reloads for is read by name once per version, when the workload is first
+// synced (an input created before its consumer, the order GitOps tools
+// apply them in) and at each of its changes, and digested; what changes a
+// key the workload does not consume, or labels only, is told apart on those
+// digests and rolls nothing out. A restarted courier reads each once to
+// compare it with the workload's baseline (courier_reloader_input_reads_total).
+func TestAConsumedInputIsReadOncePerVersion(t *testing.T) {
 	ns := newNamespace(t, "gitops", nil)
 	args := []string{"--namespace=" + ns, "--watch-namespaces=" + ns}
 	c := startCourier(t, args...)
@@ -616,18 +617,20 @@ func TestAnInputCreatedBeforeItsConsumerIsReadOnce(t *testing.T) {
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Data["password"] = []byte("2") })
 	rolledOutOnce(t, ns, "web", rs, "secret/db")
 	rs++
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 3})
 	// A change of a key the workload does not consume, and of labels only:
-	// told apart on digests, with no read.
+	// one read each, told apart on the digests.
 	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["b"] = "2" })
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Labels = map[string]string{"team": "a"} })
 	noRollout(t, ns, "web", rs)
-	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 5})
 
 	c.Stop()
 	restarted := startCourier(t, args...)
 	restarted.WaitReady(t.Context())
 	restarted.WaitLeader(t.Context())
+	restarted.WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
 	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["a"] = "2" })
 	rolledOutOnce(t, ns, "web", rs, "configmap/settings")
-	restarted.WaitMetricsExactly(t.Context(), map[string]float64{reads: 0})
+	restarted.WaitMetricsExactly(t.Context(), map[string]float64{reads: 3})
 }

@@ -51,6 +51,9 @@ type Options struct {
 	View visible.View
 	// Finder reads by name what the view cannot judge from the cache.
 	Finder visible.Finder
+	// Contents reads the values of a protected source the cache holds the
+	// metadata of only; nil: the cache holds every source's values.
+	Contents *informers.Contents
 }
 
 type key struct {
@@ -129,13 +132,29 @@ func New(client kubernetes.Interface, secrets, configMaps, namespaces cache.Shar
 }
 
 // Protected reports whether m is a source the guard protects: labelled
-// courier.dev/protect=true in an allowed source namespace, with its values
-// in the cache (the informer transform keeps them exactly for these), and
-// owned by nothing: a source with owner references lives and dies with its
-// owner (the garbage collector's deletion stands).
+// courier.dev/protect=true in an allowed source namespace, and owned by
+// nothing: a source with owner references lives and dies with its owner
+// (the garbage collector's deletion stands). Whether the cache holds its
+// values or its metadata only (they are read then: withValues) does not
+// change it.
 func (c *Controller) Protected(m metav1.Object) bool {
 	_, typ, _, _ := content.Fields(m)
-	return role.Of(m, typ, c.roles).Protected && !content.IsDigested(m)
+	return role.Of(m, typ, c.roles).Protected
+}
+
+// withValues is the protected source src with its values: as cached, or
+// read (Options.Contents) when the cache holds its metadata only. A read
+// that fails, or finds it gone or replaced, is an error: the source is
+// synced again, never restored on that account.
+func (c *Controller) withValues(ctx context.Context, kind string, src *view) (*view, error) {
+	if c.opts.Contents == nil || content.Read(src.obj) {
+		return src, nil
+	}
+	obj, err := c.opts.Contents.Of(ctx, kind, src.meta)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(obj), nil
 }
 
 // Allow is the revert budget (see Budget.Allow) the replicator asks before
@@ -300,6 +319,10 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		// Protected from its first sight, and while it is being deleted (a
 		// finalizer, a foreground deletion) too: its content is still
 		// there, so its backup is written, and it is restored once gone.
+		src, err := c.withValues(ctx, k.Kind, src)
+		if err != nil {
+			return err
+		}
 		if backup != nil && upToDate(backup, src) {
 			return nil
 		}

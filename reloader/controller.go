@@ -106,6 +106,8 @@ type Options struct {
 	// selectors), values included, or nil when there is none: an input the
 	// cache holds the metadata of only (informers.Reader).
 	Read func(ctx context.Context, kind, namespace, name string) (runtime.Object, error)
+	// ReadAt reads one as it was at a resourceVersion (nil: never).
+	ReadAt func(ctx context.Context, kind, namespace, name, version string) (runtime.Object, error)
 }
 
 // Controller is the reloader.
@@ -421,17 +423,14 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				return
 			}
 			old := c.held(oldObj)
-			c.mu.Lock()
-			if e, ok := c.entries[nm.GetUID()]; ok && e.resourceVersion != nm.GetResourceVersion() && !newerVersion(e.resourceVersion, nm.GetResourceVersion()) {
-				delete(c.entries, nm.GetUID()) // what was computed or read of an older version
-			}
 			if om.GetUID() != nm.GetUID() {
-				delete(c.entries, om.GetUID()) // replaced: a relist saw the new one only
+				c.forget(om.GetUID()) // replaced: a relist saw the new one only
 			}
-			c.mu.Unlock()
+			// What was read of an older version stays until the next read:
+			// that read tells whether the content changed (inputOf).
 			now := c.held(newObj)
-			// Content courier does not hold (content.MetadataOnly) may have
-			// changed with any new resourceVersion.
+			// Content courier does not hold (its metadata only) may have
+			// changed with any new resourceVersion: its consumers read it.
 			var contentChanged bool
 			if old == nil || now == nil {
 				contentChanged = om.GetResourceVersion() != nm.GetResourceVersion()
@@ -444,13 +443,10 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				return // metadata-only writes and resyncs never reload
 			}
 			ik := informers.InputKey(kind, nm.GetNamespace(), nm.GetName())
-			if contentChanged && c.consumed(ik) && c.storms.changed(ik, c.opts.Clock.Now()) && c.queue.Open() {
-				msg := fmt.Sprintf("changed more than %d times within %s: its changes roll nothing out until it has not changed for %s; then its consumers roll out once, if what they consume differs from what they run (--reload-storm-changes, --reload-storm-window)",
-					c.opts.StormChanges, c.opts.StormWindow, c.opts.StormWindow)
-				c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", ik), zap.String("why", msg))
-				if o, ok := newObj.(runtime.Object); ok {
-					c.recorder.Event(o, corev1.EventTypeWarning, wellknown.ReasonReloadSuppressed, msg)
-				}
+			if contentChanged && old != nil && now != nil && c.consumed(ik) {
+				// Counted here when courier holds both contents; else when
+				// its consumers read the new one (inputOf).
+				c.countChange(ik, newObj, c.opts.Clock.Now())
 			}
 			oa, na := om.GetAnnotations(), nm.GetAnnotations()
 			optedIn := na[wellknown.Reload] == "true" && oa[wellknown.Reload] != "true"
@@ -460,8 +456,8 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 					(oa[stakater.Ignore] == "true" && na[stakater.Ignore] != "true")
 			}
 			optedInWithChange := contentChanged && optedIn
-			if optedInWithChange && old != nil {
-				c.remember(ik, old)
+			if optedInWithChange {
+				c.remember(ik, old, om.GetResourceVersion())
 			}
 			enqueueConsumers(newObj, contentChanged)
 			if reloadChanged {
@@ -472,7 +468,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				for _, r := range replicas {
 					if h := c.held(r); optedInWithChange && h != nil {
 						rm, _ := meta.Accessor(r)
-						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), h)
+						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), h, "")
 					}
 					enqueueConsumers(r, false)
 				}
@@ -489,6 +485,20 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 	}
 }
 
+// countChange counts a change of the consumed input ik (obj, as cached)
+// toward the storm breaker, and says so when it trips it (the leader only).
+func (c *Controller) countChange(ik string, obj any, now time.Time) {
+	if !c.storms.changed(ik, now) || !c.queue.Open() {
+		return
+	}
+	msg := fmt.Sprintf("changed more than %d times within %s: its changes roll nothing out until it has not changed for %s; then its consumers roll out once, if what they consume differs from what they run (--reload-storm-changes, --reload-storm-window)",
+		c.opts.StormChanges, c.opts.StormWindow, c.opts.StormWindow)
+	c.logger.Warn("input changing too often: rollouts suppressed", zap.String("input", ik), zap.String("why", msg))
+	if o, ok := obj.(runtime.Object); ok {
+		c.recorder.Event(o, corev1.EventTypeWarning, wellknown.ReasonReloadSuppressed, msg)
+	}
+}
+
 // hint is what an input held before a change made together with its
 // opt-in (one apply adding courier.dev/reload: "true" and a new value): its
 // consumers, which have no baseline yet, are compared with it rather than
@@ -497,7 +507,11 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 // its consumers: one created after (even in the same second, or on a node
 // whose clock runs ahead) is at its first sight, never rolled out.
 type hint struct {
-	obj       any // the input before the change, digested
+	obj any // the input before the change, digested
+	// version is the input's resourceVersion before the change, when
+	// courier held only its metadata then: obj is read at that version
+	// (Options.ReadAt) when a consumer first needs it.
+	version   string
 	consumers map[types.UID]bool
 }
 
@@ -506,12 +520,14 @@ type hint struct {
 func hintTTL(debounce time.Duration) time.Duration { return 2*debounce + 10*time.Second }
 
 // remember keeps the hint of a change of the input inputKey: before is what
-// courier held of the input before it (held). An input the cache held the
-// metadata of only was read when a workload was seen consuming it (inputOf,
-// prime); one never read had no consumer courier had seen, so there is no
-// first sight to judge, and the caller leaves no hint.
-func (c *Controller) remember(inputKey string, before any) {
-	h := hint{obj: content.DigestedCopy(before), consumers: c.consumerUIDs(inputKey)} // never its values
+// courier held of the input before it (held), or nil when it held its
+// metadata only, then version, its resourceVersion before the change, is
+// where a consumer reads it (previous).
+func (c *Controller) remember(inputKey string, before any, version string) {
+	h := hint{version: version, consumers: c.consumerUIDs(inputKey)}
+	if before != nil {
+		h.obj = content.DigestedCopy(before) // never its values
+	}
 	c.hints.Set(inputKey, func(hint, bool) hint { return h })
 }
 
@@ -563,10 +579,32 @@ func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
 
 // previous is the hint for an input that changed recently, if the workload
 // uid consumed it then.
-func (c *Controller) previous(inputKey string, uid types.UID) (any, bool) {
-	h, _, ok := c.hints.Get(inputKey)
+func (c *Controller) previous(ctx context.Context, kind, namespace, name string, uid types.UID) (any, bool) {
+	ik := informers.InputKey(kind, namespace, name)
+	h, _, ok := c.hints.Get(ik)
 	if !ok || !h.consumers[uid] {
 		return nil, false
+	}
+	if h.obj == nil {
+		if c.opts.ReadAt == nil || h.version == "" {
+			return nil, false
+		}
+		// One read for every consumer of the change: the input as it was
+		// at its version before it (etcd keeps it until compaction, five
+		// minutes by default; a read that fails gives no hint).
+		c.metrics.reads.Inc()
+		obj, err := c.opts.ReadAt(ctx, kind, namespace, name, h.version)
+		if err != nil || obj == nil {
+			c.logger.Debug("could not read an input as it was before its opt-in", zap.String("input", ik), zap.String("version", h.version), zap.Error(err))
+			return nil, false
+		}
+		h.obj = content.DigestObject(obj, false)
+		c.hints.Update(ik, func(old hint) hint {
+			if old.version == h.version {
+				old.obj = h.obj
+			}
+			return old
+		})
 	}
 	return h.obj, true
 }

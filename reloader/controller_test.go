@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -907,19 +908,34 @@ func (f *fixture) metadataOnly(t *testing.T, s *corev1.Secret) any {
 }
 
 // An input held as its metadata only, consumed by a workload that does not
-// opt in, is read when courier first syncs the workload: given
-// courier.dev/reload in the same update as a change, it rolls the workload
-// out, as one held as digests does (SPEC: "a change made in the same update
-// as that opt-in rolls out every consumer courier had seen").
+// opt in, is not read while it does not opt in; given courier.dev/reload in
+// the same update as a change, it rolls the workload out, as one held as
+// digests does (SPEC: "a change made in the same update as that opt-in rolls
+// out every consumer courier had seen"): the consumer reads the input as it
+// was at its version before the change.
 func TestAnInputOptedInWithAChangeRollsOutAConsumerThatDidNotOptIn(t *testing.T) {
 	v1 := secret("db", "v1", nil)
 	v1.UID, v1.ResourceVersion = "u", "1"
 	d := deployment(nil, false, "db")
 	f := newFixture(t, Options{}, v1, d)
 	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	var readAt []string
+	f.c.opts.ReadAt = func(_ context.Context, kind, namespace, name, version string) (runtime.Object, error) {
+		readAt = append(readAt, version)
+		if version == "1" {
+			return v1.DeepCopy(), nil // etcd's history: the fake clientset keeps none
+		}
+		return nil, fmt.Errorf("version %s compacted", version)
+	}
 	old := f.metadataOnly(t, v1)
+	f.client.ClearActions()
 	if got := f.sync(t); len(got) != 0 {
 		t.Fatalf("a workload that did not opt in was patched: %v", got)
+	}
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "list" {
+			t.Errorf("an input of a workload that does not opt in was read: %v", a)
+		}
 	}
 	v2 := secret("db", "v2", map[string]string{wellknown.Reload: "true"})
 	v2.UID, v2.ResourceVersion = "u", "2"
@@ -931,5 +947,8 @@ func TestAnInputOptedInWithAChangeRollsOutAConsumerThatDidNotOptIn(t *testing.T)
 	f.c.inputHandler(wellknown.KindSecret, f.inf.Secrets.Informer().GetIndexer()).OnUpdate(old, n)
 	if got := f.sync(t); len(got) != 1 || got[0]["rollout"] != "yes" {
 		t.Fatalf("after the opt-in with a change: %v, want one rollout", got)
+	}
+	if len(readAt) != 1 || readAt[0] != "1" {
+		t.Errorf("read at versions %v, want once at 1 (its version before the change)", readAt)
 	}
 }

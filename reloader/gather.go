@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -182,6 +181,7 @@ func (c *Controller) inputOf(ctx context.Context, kind string, obj any) (*input,
 		}
 		return &input{obj: cached.read, meta: m, entries: cached.entries}, nil
 	}
+	before := cached
 	cached = cachedEntries{resourceVersion: m.GetResourceVersion()}
 	held := obj
 	if read {
@@ -192,6 +192,12 @@ func (c *Controller) inputOf(ctx context.Context, kind string, obj any) (*input,
 		held, cached.read, cached.resourceVersion = r, r, r.(metav1.Object).GetResourceVersion()
 	}
 	cached.entries = content.Entries(held)
+	if read && ok && before.read != nil && content.Hash(before.entries) != content.Hash(cached.entries) {
+		// A change of an input courier holds the metadata of only is seen
+		// here, when a consumer reads it, not when the cache sees it
+		// (the update handler cannot tell a content change from another).
+		c.countChange(informers.InputKey(kind, m.GetNamespace(), m.GetName()), m, c.opts.Clock.Now())
+	}
 	c.mu.Lock()
 	c.entries[m.GetUID()] = cached
 	c.mu.Unlock()
@@ -208,21 +214,6 @@ func (c *Controller) forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.entries, uid)
 	c.mu.Unlock()
-}
-
-// prime reads an input m that a workload consumes without reloading for it
-// (not opted in) when the cache holds its metadata only and it was not read
-// at this resourceVersion: should the input be given courier.dev/reload
-// (or Reloader's match) in the same update as a change, its consumers
-// then roll out (remember), as when the cache holds its digests. A read
-// that fails leaves only that hint out.
-func (c *Controller) prime(ctx context.Context, kind string, m metav1.Object) {
-	if m == nil || content.Read(m) || c.held(m) != nil {
-		return
-	}
-	if _, err := c.inputOf(ctx, kind, m); err != nil {
-		c.logger.Debug("could not read an input a workload consumes", zap.Error(err))
-	}
 }
 
 // read reads the input m, which the cache holds the metadata of only, and
@@ -371,7 +362,6 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 			// Named although the template does not reference it: only
 			// the name (courier's, or Reloader's under --compat) opts in.
 		case ref.Named != "" || !(own || verdict == stakater.Reload || (reloadAll && verdict != stakater.Blocked)):
-			c.prime(ctx, ref.Kind, m)
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
@@ -423,7 +413,7 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 		o.legacy[ref.ID()] = o.digester.consumedDigest(ref, in.entries)
 	}
 	if _, ok := inBaseline[ref.ID()]; !ok {
-		if prev, ok := c.previous(informers.InputKey(ref.Kind, namespace, ref.Name), uid); ok {
+		if prev, ok := c.previous(ctx, ref.Kind, namespace, ref.Name, uid); ok {
 			o.previous[ref.ID()] = o.digester.consumedDigest(ref, consumedEntries(ref, prev, content.Entries(prev)))
 		}
 	}

@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *reloaderMetrics {
 			Help:    "Time from seeing an input change to writing the rollout, --reload-debounce included.",
 			Buckets: []float64{.1, .25, .5, 1, 2, 2.5, 3, 5, 10, 30, 60, 120}}, []string{"kind"}),
 		reads: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: "input_reads_total",
-			Help: "Secrets and ConfigMaps read from the API server by name: a workload consumes one that courier's cache holds the metadata of only (no workload consumed it when the cache last saw it change). About one read per such object and resourceVersion (two workers syncing two of its consumers at once may both read it; failed reads count too); the cache holds the digests of a consumed input from its next change on."}),
+			Help: "Secrets and ConfigMaps read from the API server by name for the reloader: an input a workload reloads for that courier's cache holds the metadata of only (every one courier does not manage), read once per resourceVersion when a consumer is synced and digested, never kept whole; and an input opted in together with a change, read at its version before the change. Two workers syncing two of its consumers at once may both read it; failed reads count too."}),
 	}
 	reg.MustRegister(m.reloads, m.skipped, m.latency, m.reads)
 	metrics.Zero(m.reloads, workload.Kinds, []string{"success", "error", resultNotified})

@@ -60,6 +60,9 @@ type Options struct {
 	View view.View
 	// Finder reads by name what the view cannot judge from the cache.
 	Finder view.Finder
+	// Contents reads what the cache holds the metadata of only (a source's
+	// values, a pull's digests); nil: the cache holds every content.
+	Contents *informers.Contents
 	// Clusters, if set, are the clusters courier replicates into
 	// (courier.dev/replicate-to-clusters; remote.go).
 	Clusters *informers.Remotes
@@ -230,7 +233,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		return c.syncPull(ctx, k)
 	}
 	if k.Target == "" {
-		return c.syncSource(k)
+		return c.syncSource(ctx, k)
 	}
 	return c.syncPair(ctx, k)
 }

@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"context"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/replica"
+	"github.com/courier-k8s/courier/internal/role"
 	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -43,6 +45,35 @@ func itemOf(obj any) *item {
 	_, typ, immutable, _ := content.Fields(obj)
 	return &item{obj: obj.(runtime.Object), meta: obj.(metav1.Object), typ: typ, immutable: isTrue(immutable),
 		entries: func() []content.Entry { return content.Entries(obj) }}
+}
+
+// withContent is it as the replicator reads it: a source's (in an allowed
+// namespace) with its values, a pull's with its digests. The cache may hold
+// their metadata only (informers.Contents: everything courier does not
+// manage is listed and watched as metadata); they are then read, once per
+// resourceVersion. A read that fails, or finds it gone or replaced, is an
+// error: the key is retried, never acted on as if the object were not there.
+func (c *Controller) withContent(ctx context.Context, kind string, it *item) (*item, error) {
+	if it == nil {
+		return nil, nil
+	}
+	if r := role.Of(it.meta, "", c.roles); r.Keep != role.Values && r.Kind != role.PullTarget {
+		return it, nil
+	}
+	return c.contentOf(ctx, kind, it)
+}
+
+// contentOf is it with its content (its values if it is a source, else its
+// digests), read if the cache holds its metadata only.
+func (c *Controller) contentOf(ctx context.Context, kind string, it *item) (*item, error) {
+	if it == nil || c.opts.Contents == nil || content.Read(it.obj) {
+		return it, nil
+	}
+	obj, err := c.opts.Contents.Of(ctx, kind, it.meta)
+	if err != nil {
+		return nil, err
+	}
+	return itemOf(obj), nil
 }
 
 // objects is one kind as the replicator sees it: cache reads through the

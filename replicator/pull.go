@@ -54,11 +54,14 @@ func (c *Controller) syncPull(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
 	o := c.objects[k.Kind]
 	t, err := o.get(k.Namespace, k.Name)
+	if err == nil {
+		t, err = c.withContent(ctx, k.Kind, t)
+	}
 	if err != nil || t == nil {
 		return err
 	}
 	r := c.roleOf(t)
-	f, src, err := c.pullFactsOf(k, o, t, r)
+	f, src, err := c.pullFactsOf(ctx, k, o, t, r)
 	if err != nil {
 		return err // the namespace is not in the cache yet: retried (quietly) until it is
 	}
@@ -123,7 +126,7 @@ type pullFacts struct {
 // pullFactsOf reads what the pull of t (role r) needs, and its source
 // (nil when there is none to read). It fails while t's namespace is not in
 // the cache.
-func (c *Controller) pullFactsOf(k key, o *objects, t *item, r role.Role) (pullFacts, *item, error) {
+func (c *Controller) pullFactsOf(ctx context.Context, k key, o *objects, t *item, r role.Role) (pullFacts, *item, error) {
 	f := pullFacts{kind: k.Kind, namespace: k.Namespace, name: k.Name, ref: r.PullRef, via: r.PullVia, role: r.Kind,
 		gone: r.PullVia == "" || t.meta.GetDeletionTimestamp() != nil}
 	if f.gone {
@@ -147,6 +150,11 @@ func (c *Controller) pullFactsOf(k key, o *objects, t *item, r role.Role) (pullF
 	f.elsewhere = c.opts.View.Scoped() || len(c.objects[kindSecret].indexer.ListIndexFuncValues(informers.Installations)) > 1
 	f.eligible = c.eligible(k.Namespace, f.srcNS)
 	src, err := o.get(f.srcNS, f.srcName)
+	if err == nil {
+		if src, err = c.withContent(ctx, k.Kind, src); err != nil {
+			return f, nil, err // not read: not missing either
+		}
+	}
 	if f.srcMissing = err != nil || src == nil; f.srcMissing {
 		return f, nil, nil
 	}

@@ -176,10 +176,16 @@ func (c *Controller) identity(in *informers.Remote) string {
 // the oldest of the sources with that name that want a replica there. A
 // source whose selector is invalid changes nothing, so it keeps claiming the
 // replica it holds (existing, the object of that name in ns, or nil).
-func (c *Controller) claimant(o *objects, name string, ns *namespaces.Namespace, in *informers.Remote, existing *item) (*item, error) {
+func (c *Controller) claimant(ctx context.Context, o *objects, name string, ns *namespaces.Namespace, in *informers.Remote, existing *item) (*item, error) {
 	cands, err := o.byIndex(informers.SourcesByName, name)
 	if err != nil {
 		return nil, err
+	}
+	for i := range cands {
+		// Its type decides whether it may be a source at all.
+		if cands[i], err = c.withContent(ctx, o.kind, cands[i]); err != nil {
+			return nil, err
+		}
 	}
 	holder := ""
 	if existing != nil {
@@ -202,15 +208,20 @@ func (c *Controller) claimant(o *objects, name string, ns *namespaces.Namespace,
 
 // syncSource checks a source and fans out to its pairs: every eligible
 // namespace its selector matches, and every namespace that holds one of its
-// replicas. It reads only the cache.
-func (c *Controller) syncSource(k key) error {
+// replicas. It reads the cache, and the source by name when the cache holds
+// its metadata only (withContent).
+func (c *Controller) syncSource(ctx context.Context, k key) error {
 	seen, ok := c.queue.Take(k)
 	if !ok {
 		seen = c.clock.Now()
 	}
 	o := c.objects[k.Kind]
 	src, err := o.get(k.Namespace, k.Name)
+	if err == nil {
+		src, err = c.withContent(ctx, k.Kind, src)
+	}
 	if err != nil {
+		c.queue.Remember(k, seen)
 		return err
 	}
 	replicas, err := o.byIndex(informers.ReplicasBySource, k.sourceRef())
@@ -298,7 +309,11 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 	seen, _ := c.queue.Take(k)
 	o := c.objects[k.Kind]
 	src, err := o.get(k.Namespace, k.Name)
+	if err == nil {
+		src, err = c.withContent(ctx, k.Kind, src)
+	}
 	if err != nil {
+		c.queue.Remember(k, seen)
 		return err
 	}
 	pl, err := c.placeOf(k, o)
@@ -320,6 +335,16 @@ func (c *Controller) syncPair(ctx context.Context, k key) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, remoteWriteTimeout)
 		defer cancel()
+	}
+	if pl.in == nil && pl.existing != nil && c.decide(src, pl.ns, pl.in) == ensure {
+		// What holds the name here is compared with what the pair wants: a
+		// replica (or anything in the way) the cache holds the metadata of
+		// only is read, its digests kept. (Another cluster's cache holds
+		// every object it may compare whole.)
+		if pl.existing, err = c.contentOf(ctx, k.Kind, pl.existing); err != nil {
+			c.queue.Remember(k, seen)
+			return err
+		}
 	}
 	if (src == nil || src.meta.GetDeletionTimestamp() != nil) && c.opts.Guard != nil && c.opts.Guard.Restoring(k.Kind, k.Namespace, k.Name) {
 		return nil // the guard restores the source: keep its replicas, whatever the deletion
@@ -539,7 +564,7 @@ func (c *Controller) pairFacts(ctx context.Context, k key, o *objects, src *item
 		f.existing = e
 	}
 	if ns != nil && (f.want == ensure || (f.want == remove && existing != nil)) {
-		winner, err := c.claimant(o, k.Name, ns, pl.in, existing)
+		winner, err := c.claimant(ctx, o, k.Name, ns, pl.in, existing)
 		if err != nil {
 			return f, err
 		}
