@@ -142,10 +142,10 @@ func (c *Controller) Protected(m metav1.Object) bool {
 	return role.Of(m, typ, c.roles).Protected
 }
 
-// withValues is the protected source src with its values: as cached, or
-// read (Options.Contents) when the cache holds its metadata only. A read
-// that fails, or finds it gone or replaced, is an error: the source is
-// synced again, never restored on that account.
+// withValues is the protected source (or backup) src with its values: as
+// cached, or read (Options.Contents) when the cache holds its metadata
+// only. A read that fails, or finds it gone or replaced, is an error: the
+// source is synced again, never restored on that account.
 func (c *Controller) withValues(ctx context.Context, kind string, src *view) (*view, error) {
 	if c.opts.Contents == nil || content.Read(src.obj) {
 		return src, nil
@@ -323,6 +323,9 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		if err != nil {
 			return err
 		}
+		if !c.Protected(src.meta) {
+			return nil // read newer, no longer protected: its event is on its way
+		}
 		if backup != nil && upToDate(backup, src) {
 			return nil
 		}
@@ -343,6 +346,11 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 		case err != nil:
 			return err
 		case a.Gone:
+			// A backup whose managed-by label someone removed is held as
+			// its metadata only: read it whole.
+			if backup, err = c.withValues(ctx, k.Kind, backup); err != nil {
+				return err
+			}
 			return c.restore(ctx, k, backup)
 		case a.Lagging():
 			return nil // there, and selected: its event is on its way

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,13 +11,17 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/globs"
+	"github.com/courier-k8s/courier/internal/role"
 	visible "github.com/courier-k8s/courier/internal/view"
 	"github.com/courier-k8s/courier/internal/view/viewtest"
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -209,5 +214,59 @@ func TestAProtectedSourceIsRestoredOnlyWhenGoneInsideTheView(t *testing.T) {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// With the informers' split, a protected source (and, should its
+// managed-by label be removed, its backup) is held as its metadata only:
+// the guard reads its values to back it up, and the backup's to restore it.
+func TestAProtectedSourceHeldAsMetadataOnlyIsBackedUpAndRestored(t *testing.T) {
+	f := newGuardFixture(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
+	server := map[string]runtime.Object{} // what the API server holds, by name
+	reads := 0
+	metadataOnly := func(obj metav1.Object) any {
+		return content.FromMetadata(&metav1.PartialObjectMetadata{ObjectMeta: *obj.(*corev1.Secret).ObjectMeta.DeepCopy()}, true, true)
+	}
+	f.c.opts.Contents = informers.NewContents(func(_ context.Context, kind, namespace, name string) (any, error) {
+		reads++
+		if o, ok := server[name]; ok {
+			return o.DeepCopyObject(), nil
+		}
+		return nil, nil
+	}, func(kind, namespace, name string) (metav1.Object, bool) {
+		o, ok, _ := f.secrets.GetIndexer().GetByKey(namespace + "/" + name)
+		m, isMeta := o.(metav1.Object)
+		return m, ok && isMeta
+	}, role.Config{Namespace: "courier", Allowed: globs.List{"platform"}.Match})
+	src := protectedSecret()
+	server[src.Name] = src
+	if err := f.secrets.GetIndexer().Add(metadataOnly(src)); err != nil {
+		t.Fatal(err)
+	}
+	k := key{wellknown.KindSecret, "platform", "db"}
+	if err := f.c.sync(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	created := f.created()
+	if len(created) != 1 || string(created[0].Data["password"]) != "s3cret" || reads != 1 {
+		t.Fatalf("backup written: %+v after %d reads; want one with the source's values, after one read", created, reads)
+	}
+	backup := created[0]
+	backup.UID, backup.ResourceVersion = "b1", "1"
+	backup.Labels = map[string]string{wellknown.Backup: "true"} // its managed-by label removed
+	server[backup.Name] = backup
+	if err := f.secrets.GetIndexer().Add(metadataOnly(backup)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.secrets.GetIndexer().Delete(metadataOnly(src)); err != nil {
+		t.Fatal(err)
+	}
+	delete(server, src.Name)
+	f.client.ClearActions()
+	if err := f.c.sync(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if created := f.created(); len(created) != 1 || created[0].Name != "db" || string(created[0].Data["password"]) != "s3cret" {
+		t.Fatalf("restored: %+v; want db with its values, read from the backup", created)
 	}
 }

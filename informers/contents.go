@@ -67,6 +67,7 @@ func (c *Contents) Of(ctx context.Context, kind string, m metav1.Object) (any, e
 	if !ok || got.GetUID() != m.GetUID() {
 		return nil, fmt.Errorf("%s %s/%s is gone or replaced since courier's cache saw it; retried once the cache catches up", kind, m.GetNamespace(), m.GetName())
 	}
+	trim(obj) // never kubectl's last-applied configuration: it may repeat the values
 	_, typ, _, _ := content.Fields(obj)
 	if c.keep(got, typ) != role.Values {
 		obj = content.DigestObject(obj, role.Marked(got))

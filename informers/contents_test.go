@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-k8s/courier/internal/content"
 	"github.com/courier-k8s/courier/internal/role"
+	"github.com/courier-k8s/courier/internal/source"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
 
@@ -92,5 +93,25 @@ func TestContentsAreReadOncePerVersionAndKeptAsTheTransformWould(t *testing.T) {
 	full := content.DigestObject(secret("cm", "u7", "12", "v", nil), false).(metav1.Object)
 	if got, err := c.Of(ctx, wellknown.KindSecret, full); err != nil || got != any(full) || reads != 6 {
 		t.Errorf("an object whose digests the cache holds: %v, %d reads; want it as it is, no read", err, reads)
+	}
+}
+
+// What Contents keeps of an object it read is trimmed as the transform
+// trims: never kubectl's last-applied configuration, which repeats the
+// values of an object applied with client-side apply.
+func TestContentsKeepNoLastAppliedConfiguration(t *testing.T) {
+	pull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "pulled", UID: "u", ResourceVersion: "3",
+		Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"data":{"k":"aHVudGVyMg=="}}`, "replicator.v1.mittwald.de/replicate-from": "src/ca"}},
+		Data: map[string][]byte{"k": []byte("hunter2")}}
+	c := NewContents(func(context.Context, string, string, string) (any, error) { return pull.DeepCopy(), nil },
+		func(string, string, string) (metav1.Object, bool) { return pull, true },
+		role.Config{Namespace: "courier", Compat: source.Compat{Replicator: true}, Allowed: func(string) bool { return true }})
+	got, err := c.Of(t.Context(), wellknown.KindSecret, content.MetadataOnly(pull.DeepCopy()).(metav1.Object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.(metav1.Object)
+	if _, ok := m.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok || !content.IsDigested(got) {
+		t.Errorf("kept %T with annotations %v; want its digests, without the last-applied configuration", got, m.GetAnnotations())
 	}
 }

@@ -89,6 +89,16 @@ func MetadataTransform(secret bool) cache.TransformFunc {
 	}
 }
 
+// trim is trimMeta of a Secret or ConfigMap read whole.
+func trim(obj any) {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		trimMeta(&o.ObjectMeta)
+	case *corev1.ConfigMap:
+		trimMeta(&o.ObjectMeta)
+	}
+}
+
 // trimMeta drops what courier never reads: managed fields and kubectl's
 // last-applied configuration (it holds the whole applied object, values
 // included).

@@ -952,3 +952,33 @@ func TestAnInputOptedInWithAChangeRollsOutAConsumerThatDidNotOptIn(t *testing.T)
 		t.Errorf("read at versions %v, want once at 1 (its version before the change)", readAt)
 	}
 }
+
+// A digest key whose managed-by label someone removed is held as its
+// metadata only (the informers watch only what courier manages whole):
+// ensureKey labels it again, so the cache holds it whole once more, rather
+// than making another key or failing for want of one.
+func TestADigestKeyThatLostItsManagedByLabelIsLabelledAgain(t *testing.T) {
+	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "courier", Name: KeySecret,
+		Labels: map[string]string{wellknown.DigestKey: "true"}}, Data: map[string][]byte{"key": make([]byte, 32)}}
+	f := newFixture(t, Options{}, key)
+	if err := f.inf.Secrets.Informer().GetIndexer().Update(content.FromMetadata(&metav1.PartialObjectMetadata{ObjectMeta: key.ObjectMeta}, true, true)); err != nil {
+		t.Fatal(err)
+	}
+	f.client.ClearActions()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_ = f.c.ensureKey(ctx) // the fake cache never sees the label come back: it times out
+	var labelled bool
+	for _, a := range f.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetName() == KeySecret &&
+			strings.Contains(string(p.GetPatch()), `"`+wellknown.ManagedBy+`":"`+wellknown.ManagedByValue+`"`) {
+			labelled = true
+		}
+		if a.GetVerb() == "create" {
+			t.Errorf("another digest key was made: %v", a)
+		}
+	}
+	if !labelled {
+		t.Errorf("the digest key was not labelled %s=%s again: %v", wellknown.ManagedBy, wellknown.ManagedByValue, f.client.Actions())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/courier-k8s/courier/internal/content"
@@ -107,11 +108,45 @@ func (c *Controller) digester() (digester, bool) {
 	return newDigester(s.Data["key"]), true
 }
 
+// relabelKey labels the digest key courier's again if it lost courier's
+// managed-by label (someone relabelled it): the cache then holds its
+// metadata only, and the label back brings it whole. A Secret of that name
+// that is not the key is left be.
+func (c *Controller) relabelKey(ctx context.Context) (bool, error) {
+	obj, ok, _ := c.secrets.GetByKey(c.opts.Namespace + "/" + KeySecret)
+	m, isMeta := obj.(metav1.Object)
+	if !ok || !isMeta || content.Read(obj) || m.GetLabels()[wellknown.DigestKey] != "true" {
+		return false, nil
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, wellknown.ManagedBy, wellknown.ManagedByValue)
+	if _, err := c.client.CoreV1().Secrets(c.opts.Namespace).Patch(ctx, KeySecret, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: wellknown.FieldManager}); err != nil {
+		return false, fmt.Errorf("label the digest key %s/%s %s=%s again: %w", c.opts.Namespace, KeySecret, wellknown.ManagedBy, wellknown.ManagedByValue, err)
+	}
+	return true, nil
+}
+
 // ensureKey makes the digest key exist and waits until the cache holds it.
 func (c *Controller) ensureKey(ctx context.Context) error {
 	if _, ok := c.digester(); ok {
 		return nil
 	}
+	relabelled, err := c.relabelKey(ctx)
+	if err != nil {
+		return err
+	}
+	if !relabelled {
+		if err := c.createKey(ctx); err != nil {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := c.digester()
+		return ok, nil
+	})
+}
+
+// createKey makes a new digest key.
+func (c *Controller) createKey(ctx context.Context) error {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return err
@@ -131,8 +166,5 @@ func (c *Controller) ensureKey(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the digest key %s/%s: %w", c.opts.Namespace, KeySecret, err)
 	}
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, ok := c.digester()
-		return ok, nil
-	})
+	return nil
 }
