@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,7 @@ func TestJudge(t *testing.T) {
 		{[]float64{1.3, 2.01, 1.1}, "1.3× [1.1–2.01] over 3 runs of c0ffee1: **missed**"},
 		{[]float64{math.NaN(), 1, 1}, "too few valid repetitions, inconclusive (2 of 3 runs of c0ffee1)"},
 	} {
-		if got := judge(c.values, 1.2, "×", "c0ffee1"); !strings.Contains(got, c.want) {
+		if got := judge(c.values, 1.2, "×", "c0ffee1", true); !strings.Contains(got, c.want) {
 			t.Errorf("judge(%v) = %q, want %q", c.values, got, c.want)
 		}
 	}
@@ -110,8 +111,11 @@ func TestAScenarioWithNoValidRepetition(t *testing.T) {
 	got := table(f, f, f, f)
 	for _, want := range []string{
 		"| 1000 | ", " 3 (2) | – (–) |",
-		"| one source update → all replicas, paired ratio to the floor | ≤ 1.2× | too few valid repetitions, inconclusive (0 of 3 runs of c0ffee1) |",
-		"| start → ready, paired ratio to a bare client filling the same caches | ≤ 1.2× | 1.44× [1.44–1.44] over 3 runs of c0ffee1: **missed** |",
+		"| one source update → all replicas, paired ratio to the floor | #17, #51 | ≤ 1.2× | too few valid repetitions, inconclusive (0 of 3 runs of c0ffee1) |",
+		"| start → ready, paired ratio to a bare client listing the same objects in full | #51 | ≤ 1× | 1.44× [1.44–1.44] over 3 runs of c0ffee1: **missed** |",
+		// A limit set for one size only, and a figure the run did not measure.
+		"| steady RSS | #51 | ≤ 128 MiB (≤ 40 MiB at 1,000) | 75 MiB [75–75] over 3 runs of c0ffee1: **missed** |",
+		"| peak RSS | #51 | ≤ 192 MiB | not measured, inconclusive (0 of 3 runs of c0ffee1) |",
 		// Every measured value, counted or not.
 		"| 1000 | 2026-11-28-c0ffee1 | 3a | 2 | 0.70 s | 0.00 s | 0.00 s | 0.00× | no: the floor drifted |",
 		"| 1000 | 2026-11-28-c0ffee1 | 1 | 3 | 1.40 s |",
@@ -150,8 +154,14 @@ func TestWhatTheLimitsHold(t *testing.T) {
 	if rss != 7200 || half != 9700 || full != 19700 {
 		t.Errorf("holds = %d, %d, %d; want 7200, 9700, 19700", rss, half, full)
 	}
-	if got := table(newest(runs), runs...); !strings.Contains(got, "steady RSS reaches 256 MiB at about 7,200 namespaces") {
+	if got := table(newest(runs), runs...); !strings.Contains(got, "steady RSS reaches 256 MiB at about 7,200 namespaces") ||
+		!strings.Contains(got, "at about 19,700; issue #51's target, at least 50,000: inconclusive (1 of 3 runs).") {
 		t.Errorf("table:\n%s", got)
+	}
+	// Over three runs at the largest size, #51's target is judged.
+	thrice := append(slices.Clone(runs), figures{Sizes: []size{at(10000, chart)}}, figures{Sizes: []size{at(10000, chart)}})
+	if got := table(newest(thrice), thrice...); !strings.Contains(got, "at about 19,700; issue #51's target, at least 50,000: **missed**.") {
+		t.Errorf("table of three runs at 10,000:\n%s", got)
 	}
 	if _, _, _, err := holds(runs, 1000); err == nil {
 		t.Error("a line fitted over one size")

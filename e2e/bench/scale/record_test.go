@@ -61,7 +61,7 @@ func TestRecordThenTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	bench, _ := os.ReadFile(filepath.Join(root, "BENCHMARKS.md"))
-	for _, want := range []string{"RSS <!-- fig 1000 steady-rss -->70 MiB<!-- /fig -->", "1000 namespaces: 2026-11-26-abc1234", "| steady RSS | ≤ 256 MiB | 70 MiB inconclusive (1 of 3 runs of abc1234) |"} {
+	for _, want := range []string{"RSS <!-- fig 1000 steady-rss -->70 MiB<!-- /fig -->", "1000 namespaces: 2026-11-26-abc1234", "| steady RSS | #51 | ≤ 128 MiB (≤ 40 MiB at 1,000) | 70 MiB inconclusive (1 of 3 runs of abc1234) |"} {
 		if !strings.Contains(string(bench), want) {
 			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, bench)
 		}
