@@ -595,8 +595,9 @@ func revision(t *testing.T, resourceVersion string) uint64 {
 // synced (an input created before its consumer, the order GitOps tools
 // apply them in) and at each of its changes, and digested; what changes a
 // key the workload does not consume, or labels only, is told apart on those
-// digests and rolls nothing out. A restarted courier reads each once to
-// compare it with the workload's baseline (courier_reloader_input_reads_total).
+// digests and rolls nothing out. A restarted courier reads only the inputs
+// that moved since the workload's baseline was written
+// (courier.dev/config-versions; courier_reloader_input_reads_total).
 func TestAConsumedInputIsReadOncePerVersion(t *testing.T) {
 	ns := newNamespace(t, "gitops", nil)
 	args := []string{"--namespace=" + ns, "--watch-namespaces=" + ns}
@@ -625,12 +626,36 @@ func TestAConsumedInputIsReadOncePerVersion(t *testing.T) {
 	noRollout(t, ns, "web", rs)
 	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 5})
 
-	c.Stop()
-	restarted := startCourier(t, args...)
-	restarted.WaitReady(t.Context())
-	restarted.WaitLeader(t.Context())
-	restarted.WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
+	// Both moved since the baseline was written (no write recorded their
+	// new versions): a restart reads both.
+	restart := func() *courierProcess {
+		t.Helper()
+		c.Stop()
+		c = startCourier(t, args...)
+		c.WaitReady(t.Context())
+		c.WaitLeader(t.Context())
+		return c
+	}
+	restart().WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
 	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["a"] = "2" })
 	rolledOutOnce(t, ns, "web", rs, "configmap/settings")
-	restarted.WaitMetricsExactly(t.Context(), map[string]float64{reads: 3})
+	rs++
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 3})
+	// The rollout recorded both at their versions (courier.dev/config-versions):
+	// the next restart reads neither, and a labels-only write of one costs
+	// that one read.
+	eventually(t, converge, "both inputs' versions recorded", func(ctx context.Context) (bool, error) {
+		d, err := admin().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		v := d.Annotations["courier.dev/config-versions"]
+		return strings.Contains(v, "configmap/settings=") && strings.Contains(v, "secret/db="), nil
+	})
+	restart()
+	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Labels["team"] = "b" })
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 1})
+	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["a"] = "3" })
+	rolledOutOnce(t, ns, "web", rs, "configmap/settings")
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 2})
 }

@@ -78,7 +78,7 @@ func (c *Controller) act(ctx context.Context, f *facts, v verdict) error {
 		c.forgetTemplate(f.cons.GetUID())
 		return nil
 	case doDropBaseline:
-		return c.patch(ctx, k, f.info, f.w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil}, "")
+		return c.patch(ctx, k, f.info, f.w.GetResourceVersion(), map[string]any{wellknown.ConfigInputs: nil, wellknown.ConfigVersions: nil}, "")
 	case doWait:
 		c.queue.Remember(k, f.seen)
 		return nil
@@ -160,7 +160,7 @@ func (c *Controller) rollOut(ctx context.Context, f *facts, d decision) error {
 		return err
 	}
 	if k.Kind == workload.Job { // no slot: nothing to wait for
-		created, err := c.recreate(ctx, k, w, c.record(f.dg, d.baseline, d.changed), f.dg.configHash(d.baseline))
+		created, err := c.recreate(ctx, k, w, c.record(f, d.baseline, d.changed), f.dg.configHash(d.baseline))
 		if err != nil {
 			c.rolloutFailed(k, err)
 			c.queue.Remember(k, f.seen)
@@ -273,7 +273,7 @@ func (c *Controller) keepPending(ctx context.Context, f *facts, d decision) erro
 // it wrote (or tried to).
 func (c *Controller) write(ctx context.Context, f *facts, now baseline, changed []string) (record map[string]any, err error) {
 	k, info, w, via := f.key, f.info, f.w, f.via
-	annotations := c.record(f.dg, now, changed)
+	annotations := c.record(f, now, changed)
 	hash := ""
 	if len(changed) > 0 {
 		hash = f.dg.configHash(now)
@@ -304,10 +304,16 @@ func (c *Controller) write(ctx context.Context, f *facts, now baseline, changed 
 	return annotations, nil
 }
 
-// record is courier's annotations on a workload given now as its baseline
-// and, with changed inputs, rolled out for them.
-func (c *Controller) record(dg digester, now baseline, changed []string) map[string]any {
-	annotations := map[string]any{wellknown.ConfigInputs: now.encode(dg.id, c.opts.Namespace)}
+// record is courier's annotations on the workload of f given now as its
+// baseline and, with changed inputs, rolled out for them: with the versions
+// of the inputs now records as observed (versions.of).
+func (c *Controller) record(f *facts, now baseline, changed []string) map[string]any {
+	annotations := map[string]any{wellknown.ConfigInputs: now.encode(f.dg.id, c.opts.Namespace)}
+	if v := f.observed.versions.of(now, f.observed.now); len(v) > 0 {
+		annotations[wellknown.ConfigVersions] = v.encode()
+	} else if _, ok := f.w.GetAnnotations()[wellknown.ConfigVersions]; ok {
+		annotations[wellknown.ConfigVersions] = nil
+	}
 	if len(changed) > 0 {
 		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")
 		annotations[wellknown.ReloadedAt] = c.opts.Clock.Now().UTC().Format(time.RFC3339)

@@ -187,6 +187,9 @@ type observed struct {
 	// warnings: what is wrong with the workload's annotations (ignored),
 	// each an InvalidAnnotation Event.
 	warnings []string
+	// versions: of the inputs in now that the cache holds the metadata of
+	// only, the version their digest was made of (courier.dev/config-versions).
+	versions versions
 }
 
 // decide compares what a workload consumes now with its stored baseline

@@ -264,7 +264,7 @@ func TestAnInputGoneFromTheCacheMidObserveIsObservedAsRead(t *testing.T) {
 	read := secret("db", "v1", nil) // read, then deleted: not in the cache
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{}, previous: baseline{}, legacy: baseline{}, hidden: map[string]bool{}}
 	ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
-	f.c.observeInput(t.Context(), &o, "app", "w", ref, read, nil)
+	f.c.observeInput(t.Context(), &o, "app", "w", ref, read, nil, nil)
 	if o.now[ref.ID()] == "" {
 		t.Errorf("observed %+v, want the digest of what was read", o.now)
 	}

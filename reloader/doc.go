@@ -12,8 +12,11 @@
 // sight, restarts, leader changes, metadata-only writes, resyncs, deletions
 // and first appearances never roll anything out, and a change made while
 // courier was down rolls out once. It hashes from the informer cache (per-key
-// digests) and never reads a Secret from the API. Its patches touch only
-// courier's annotations.
+// digests); an input the cache holds the metadata of only it reads by name
+// once per version (gather.go), and records the version each baseline
+// digest was made of (courier.dev/config-versions, versions.go) so a
+// restart reads only what moved since. Its patches touch only courier's
+// annotations.
 //
 // Each sync of a workload is three steps: gather (gather.go) reads the
 // caches and the per-process state into facts; the policies (policies.go)

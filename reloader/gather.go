@@ -209,6 +209,14 @@ func (c *Controller) inputOf(ctx context.Context, kind string, obj any) (*input,
 	return &input{obj: held, meta: m, entries: cached.entries}, nil
 }
 
+// holdsRead reports whether courier read the input uid since it started.
+func (c *Controller) holdsRead(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[uid]
+	return ok
+}
+
 // forget drops what was computed or read of the input uid.
 func (c *Controller) forget(uid types.UID) {
 	c.mu.Lock()
@@ -308,13 +316,17 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 	tmplAnnotations := workload.TemplateAnnotations(tmplObj)
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{},
 		templateHash: workload.HashOf(tmplObj), previous: baseline{}, legacy: baseline{}, digester: dg, selective: c.opts.View.Selective(),
-		hidden: map[string]bool{}}
+		hidden: map[string]bool{}, versions: versions{}}
 	w := obj.(metav1.Object)
 	a := w.GetAnnotations()
 	if tmplObj != obj {
 		a = withOptIns(a, tmplObj.(metav1.Object).GetAnnotations())
 	}
-	inBaseline, _ := parseBaseline(a[wellknown.ConfigInputs])
+	inBaseline, st := parseBaseline(a[wellknown.ConfigInputs])
+	var recorded versions
+	if st.keyID == dg.id { // the baseline's digests are dg's: one of a recorded version may stand
+		recorded = parseVersions(w.GetAnnotations()[wellknown.ConfigVersions])
+	}
 	if a[wellknown.Reload] == "false" {
 		return o
 	}
@@ -365,7 +377,7 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
-		c.observeInput(ctx, &o, k.Namespace, w.GetUID(), ref, m, inBaseline)
+		c.observeInput(ctx, &o, k.Namespace, w.GetUID(), ref, m, inBaseline, recorded)
 	}
 	if len(badPatterns) > 0 {
 		slices.Sort(badPatterns)
@@ -377,8 +389,10 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 }
 
 // observeInput reads one opted-in input, m as cached (nil: the cache lacks
-// it), of the workload uid in namespace into o.
-func (c *Controller) observeInput(ctx context.Context, o *observed, namespace string, uid types.UID, ref inputs.Ref, m metav1.Object, inBaseline baseline) {
+// it), of the workload uid in namespace into o. An input the cache holds
+// the metadata of only, at the version its baseline digest was made of
+// (recorded), is not read: that digest is its digest.
+func (c *Controller) observeInput(ctx context.Context, o *observed, namespace string, uid types.UID, ref inputs.Ref, m metav1.Object, inBaseline baseline, recorded versions) {
 	if m == nil {
 		_, seen := inBaseline[ref.ID()]
 		switch {
@@ -394,12 +408,24 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 		}
 		return
 	}
+	metadataOnly := content.IsDigested(m) && !content.Read(m)
+	if metadataOnly && !c.holdsRead(m.GetUID()) {
+		if ver, d := recorded[ref.ID()], inBaseline[ref.ID()]; ver != "" && d != "" && ver == versionOf(ref, m.GetResourceVersion()) {
+			o.now[ref.ID()], o.versions[ref.ID()] = d, ver
+			return
+		}
+	}
 	// m itself, not the cache read again: the input may have gone from
 	// the cache since (a nil input crashed courier in make test's soak).
 	in, err := c.inputOf(ctx, ref.Kind, m)
 	if err != nil {
 		o.err = errors.Join(o.err, err)
 		return
+	}
+	if metadataOnly {
+		if ver := versionOf(ref, in.obj.(metav1.Object).GetResourceVersion()); ver != "" {
+			o.versions[ref.ID()] = ver
+		}
 	}
 	entries := consumedEntries(ref, in.obj, in.entries)
 	if keys := missingKeys(ref, entries); len(keys) > 0 && !ref.Optional {

@@ -130,6 +130,11 @@ const (
 	// consumes, and the key's name; writing it is not a rollout. Set by
 	// courier.
 	ConfigInputs = Prefix + "config-inputs"
+	// ConfigVersions (annotation, on a workload's metadata, beside
+	// config-inputs): the resourceVersion each input courier holds the
+	// metadata of only had when its digest in config-inputs was made, so a
+	// restart reads only the inputs that moved since. Set by courier.
+	ConfigVersions = Prefix + "config-versions"
 
 	// ManagedBy (label, on a replica, a backup, the digest key Secret or the
 	// settings ConfigMap):

@@ -1,0 +1,138 @@
+package reloader
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-k8s/courier/informers"
+	"github.com/courier-k8s/courier/internal/inputs"
+	"github.com/courier-k8s/courier/internal/wellknown"
+)
+
+func TestVersionOf(t *testing.T) {
+	all := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
+	some := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"b", "a"}}
+	same := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"a", "b"}}
+	other := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"a"}}
+	optional := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"a", "b"}, Optional: true}
+	if got := versionOf(all, "12"); got != "12" {
+		t.Errorf("every key consumed: %q, want the version alone", got)
+	}
+	if versionOf(some, "12") != versionOf(same, "12") {
+		t.Error("the same keys in another order made another version")
+	}
+	for _, r := range []inputs.Ref{all, other, optional} {
+		if versionOf(r, "12") == versionOf(some, "12") {
+			t.Errorf("%+v and %+v consume differently but made one version", r, some)
+		}
+	}
+	if versionOf(some, "12") == versionOf(some, "13") {
+		t.Error("two resourceVersions made one version")
+	}
+	for _, rv := range []string{"", "1,2", "a=b", "1:2"} {
+		if got := versionOf(all, rv); got != "" {
+			t.Errorf("resourceVersion %q recorded as %q; it cannot be parsed back", rv, got)
+		}
+	}
+	v := versions{"secret/db": versionOf(some, "12"), "configmap/app": "7"}
+	if got := parseVersions(v.encode()); !cmp.Equal(got, v) {
+		t.Errorf("encode then parse: %v, want %v", got, v)
+	}
+	if got := parseVersions("secret/a=1, junk ,=2,configmap/b="); !cmp.Equal(got, versions{"secret/a": "1"}) {
+		t.Errorf("entries that cannot be read are dropped: %v", got)
+	}
+}
+
+// An input the baseline keeps an older digest of than the one observed (a
+// rollout held back) gets no version: a restart reads it, so its change
+// is not lost.
+func TestVersionsRecordOnlyWhatTheBaselineRecords(t *testing.T) {
+	v := versions{"secret/a": "5", "secret/b": "6", "secret/c": "7"}
+	observed := baseline{"secret/a": "new-a", "secret/b": "new-b", "secret/c": "new-c"}
+	written := baseline{"secret/a": "new-a", "secret/b": "old-b"}
+	if got := v.of(written, observed); !cmp.Equal(got, versions{"secret/a": "5"}) {
+		t.Errorf("versions of the baseline written: %v, want secret/a's alone", got)
+	}
+}
+
+// A restarted courier reads an input the cache holds the metadata of only
+// when it moved since its digest in the baseline was made
+// (courier.dev/config-versions), not at every start: a labels-only write,
+// which writes no baseline, costs one read per restart until the next
+// baseline; a change is read and rolled out, and recorded at its version.
+func TestARestartReadsOnlyTheInputsThatMovedSinceTheBaseline(t *testing.T) {
+	v1 := secret("db", "v1", nil)
+	v1.UID, v1.ResourceVersion = "u", "1"
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, v1, d)
+	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	f.metadataOnly(t, v1)
+	reads := func() int { return int(testutil.ToFloat64(f.c.metrics.reads)) }
+	restart := func() {
+		t.Helper()
+		c, err := New(f.client, f.inf.Workloads(), f.inf.Secrets.Informer(), f.inf.ConfigMaps.Informer(), f.recorder, prometheus.NewRegistry(), zap.NewNop(), f.c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.c = c
+	}
+	// stores the workload as patch left it
+	apply := func(patch map[string]string) {
+		t.Helper()
+		d = d.DeepCopy()
+		for _, k := range []string{wellknown.ConfigInputs, wellknown.ConfigVersions} {
+			metav1.SetMetaDataAnnotation(&d.ObjectMeta, k, patch[k])
+		}
+		f.put(t, d)
+	}
+
+	patches := f.sync(t)
+	if len(patches) != 1 || patches[0][wellknown.ConfigVersions] != "secret/db=1" || reads() != 1 {
+		t.Fatalf("first sight wrote %v after %d reads; want a baseline recording secret/db at version 1, after one read", patches, reads())
+	}
+	apply(patches[0])
+
+	restart()
+	if got := f.sync(t); len(got) != 0 || reads() != 0 {
+		t.Fatalf("after a restart: %v after %d reads; want nothing written and nothing read", got, reads())
+	}
+
+	write := func(s *corev1.Secret) {
+		t.Helper()
+		if _, err := f.client.CoreV1().Secrets("app").Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.metadataOnly(t, s)
+	}
+	v2 := v1.DeepCopy()
+	v2.ResourceVersion, v2.Labels = "2", map[string]string{"team": "a"}
+	write(v2)
+	restart()
+	if got := f.sync(t); len(got) != 0 || reads() != 1 {
+		t.Fatalf("a labels-only write, then a restart: %v after %d reads; want nothing written after one read", got, reads())
+	}
+	restart()
+	if got := f.sync(t); len(got) != 0 || reads() != 1 {
+		t.Fatalf("restarted again: %v after %d reads; want the moved input read again (no baseline was written)", got, reads())
+	}
+
+	v3 := v2.DeepCopy()
+	v3.ResourceVersion, v3.Data["k"] = "3", []byte("v3")
+	write(v3)
+	restart()
+	patches = f.sync(t)
+	if len(patches) != 1 || patches[0]["rollout"] != "yes" || patches[0][wellknown.ConfigVersions] != "secret/db=3" || reads() != 1 {
+		t.Fatalf("a change while courier was down: %v after %d reads; want one rollout recording secret/db at version 3, after one read", patches, reads())
+	}
+	apply(patches[0])
+	restart()
+	if got := f.sync(t); len(got) != 0 || reads() != 0 {
+		t.Fatalf("after the rollout and a restart: %v after %d reads; want nothing", got, reads())
+	}
+}
