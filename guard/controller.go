@@ -385,7 +385,7 @@ func (c *Controller) writeBackup(ctx context.Context, k key, src, backup *view) 
 	if backup != nil {
 		existing, write = backup.meta, c.writer.Update
 	}
-	if _, err := write(ctx, backupFor(src, existing, c.opts.ScopeLabels)); err != nil {
+	if err := write(ctx, backupFor(src, existing, c.opts.ScopeLabels)); err != nil {
 		return fmt.Errorf("back up %s: %w", k, err)
 	}
 	return nil
@@ -404,7 +404,7 @@ func (c *Controller) restore(ctx context.Context, k key, backup *view) error {
 	if !ok {
 		return fmt.Errorf("restore %s: its backup %s/%s cannot be read", k, k.Namespace, backup.meta.GetName())
 	}
-	restored, err := c.writer.Create(ctx, obj)
+	restored, err := c.writer.CreateAndGet(ctx, obj)
 	if apierrors.IsAlreadyExists(err) {
 		return nil // someone recreated it: the next sync backs it up
 	}

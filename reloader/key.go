@@ -162,7 +162,7 @@ func (c *Controller) createKey(ctx context.Context) error {
 	}
 	// With --resource-label-selector the writer adopts a key made before
 	// the selector was set (its labels then get the selector's).
-	_, err := writer.New(c.client, slices.Collect(maps.Keys(c.opts.KeyLabels))).Create(ctx, s)
+	err := writer.New(c.client, slices.Collect(maps.Keys(c.opts.KeyLabels))).Create(ctx, s)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the digest key %s/%s: %w", c.opts.Namespace, KeySecret, err)
 	}

@@ -413,7 +413,7 @@ func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *ob
 	}
 	if p.action == create {
 		err := c.write(k, seen, opCreate, func() error {
-			_, err := pl.writer.Create(ctx, o.replica(src, f.spec, meta(nil)))
+			err := pl.writer.Create(ctx, o.replica(src, f.spec, meta(nil)))
 			return err
 		})
 		if apierrors.IsAlreadyExists(err) && k.Cluster != "" {
@@ -455,12 +455,12 @@ func (c *Controller) writePair(ctx context.Context, k key, seen time.Time, o *ob
 			if err := pl.writer.Delete(ctx, k.Kind, existing.meta); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			_, err := pl.writer.Create(ctx, o.replica(src, f.spec, meta(nil)))
+			err := pl.writer.Create(ctx, o.replica(src, f.spec, meta(nil)))
 			return err
 		})
 	} else {
 		err = c.write(k, seen, opUpdate, func() error {
-			_, err := pl.writer.Update(ctx, o.replica(src, f.spec, meta(existing.meta)))
+			err := pl.writer.Update(ctx, o.replica(src, f.spec, meta(existing.meta)))
 			return err
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -40,21 +43,35 @@ var (
 	updateOpts = metav1.UpdateOptions{FieldManager: wellknown.FieldManager}
 )
 
-// Create creates obj, a *corev1.Secret or *corev1.ConfigMap.
+// Create creates obj, a *corev1.Secret or *corev1.ConfigMap. The API
+// server's answer (the object, values included) is read and dropped, never
+// decoded: see send.
 //
 // With --resource-label-selector, an object of that name that courier
 // created (a replica, backup or digest key written before the selector was
 // set, or relabelled since) is outside courier's view, so courier would try
 // to create it forever: Create then adopts it instead, giving it obj's
 // values of the selector's keys with a patch that applies only while it
-// carries obj's courier labels, installation and source (adopt), and returns
-// (nil, nil). The object, now in view, is then synced as any other.
-func (w *Writer) Create(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-	created, err := w.create(ctx, obj)
+// carries obj's courier labels, installation and source (adopt). The
+// object, now in view, is then synced as any other.
+func (w *Writer) Create(ctx context.Context, obj runtime.Object) error {
+	err := w.send(ctx, obj, false)
 	if apierrors.IsAlreadyExists(err) && len(w.scopeLabels) > 0 && w.adopt(ctx, obj) == nil {
-		return nil, nil
+		return nil
 	}
-	return created, err
+	return err
+}
+
+// CreateAndGet creates obj as Create does, without adopting, and returns
+// the object the API server created.
+func (w *Writer) CreateAndGet(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)
+	case *corev1.ConfigMap:
+		return w.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, createOpts)
+	}
+	return nil, fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
 }
 
 // adopt patches the existing object of obj's name with obj's values of
@@ -111,26 +128,65 @@ func (w *Writer) adopt(ctx context.Context, obj runtime.Object) error {
 // JSONPointer is key escaped as one JSON Pointer token (RFC 6901).
 func JSONPointer(key string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(key) }
 
-func (w *Writer) create(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		return w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)
-	case *corev1.ConfigMap:
-		return w.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, createOpts)
-	}
-	return nil, fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
-}
-
 // Update updates obj, a *corev1.Secret or *corev1.ConfigMap; its
 // resourceVersion, when set, makes the update apply only to that version.
-func (w *Writer) Update(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+// The answer is dropped, as Create's.
+func (w *Writer) Update(ctx context.Context, obj runtime.Object) error {
+	return w.send(ctx, obj, true)
+}
+
+// send creates (or, with update, updates) obj, a *corev1.Secret or
+// *corev1.ConfigMap, and reads the API server's answer without decoding
+// it: nothing courier writes this way uses it, and decoding the object
+// written (its values, its managed fields) was the largest allocation of
+// a first start that writes a replica into every namespace (#51). An
+// error answer is decoded as the typed clients decode it.
+func (w *Writer) send(ctx context.Context, obj runtime.Object, update bool) error {
+	var resource string
+	var m metav1.Object
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		return w.client.CoreV1().Secrets(o.Namespace).Update(ctx, o, updateOpts)
+		resource, m = "secrets", o
 	case *corev1.ConfigMap:
-		return w.client.CoreV1().ConfigMaps(o.Namespace).Update(ctx, o, updateOpts)
+		resource, m = "configmaps", o
+	default:
+		return fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
 	}
-	return nil, fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
+	rc, _ := w.client.CoreV1().RESTClient().(*rest.RESTClient)
+	if rc == nil { // a fake clientset (unit tests) has none: its typed client
+		return w.typed(ctx, obj, update)
+	}
+	req, params := rc.Post(), runtime.Object(&createOpts)
+	if update {
+		req, params = rc.Put().Name(m.GetName()), &updateOpts
+	}
+	body, err := req.Namespace(m.GetNamespace()).Resource(resource).VersionedParams(params, scheme.ParameterCodec).Body(obj).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	_, err = io.Copy(io.Discard, body)
+	return err
+}
+
+// typed is send through the typed clients.
+func (w *Writer) typed(ctx context.Context, obj runtime.Object, update bool) error {
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		if update {
+			_, err = w.client.CoreV1().Secrets(o.Namespace).Update(ctx, o, updateOpts)
+		} else {
+			_, err = w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)
+		}
+	case *corev1.ConfigMap:
+		if update {
+			_, err = w.client.CoreV1().ConfigMaps(o.Namespace).Update(ctx, o, updateOpts)
+		} else {
+			_, err = w.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, createOpts)
+		}
+	}
+	return err
 }
 
 // Patch applies a JSON patch to the object of kind (wellknown.KindSecret or

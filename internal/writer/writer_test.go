@@ -37,7 +37,7 @@ func TestCreateAdoptsOnlyTheSameSourcesReplica(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(replica(tt.existing, false))
 			w := New(client, []string{"courier-scope"})
-			_, err := w.Create(t.Context(), replica("platform/db", true))
+			err := w.Create(t.Context(), replica("platform/db", true))
 			if tt.adopted != (err == nil) || (!tt.adopted && !apierrors.IsAlreadyExists(err)) {
 				t.Fatalf("Create = %v, want adopted %v (else AlreadyExists)", err, tt.adopted)
 			}
