@@ -653,6 +653,13 @@ func TestAConsumedInputIsReadOncePerVersion(t *testing.T) {
 		return strings.Contains(v, "configmap/settings=") && strings.Contains(v, "secret/db="), nil
 	})
 	restart()
+	eventually(t, converge, "the new leader's first sync of every workload done", func(ctx context.Context) (bool, error) {
+		adds, _ := c.MetricValue(ctx, `courier_workqueue_adds_total{name="reloader"}`)
+		depth, _ := c.MetricValue(ctx, `courier_workqueue_depth{name="reloader"}`)
+		busy, _ := c.MetricValue(ctx, `courier_workqueue_longest_running_processor_seconds{name="reloader"}`)
+		return adds > 0 && depth == 0 && busy == 0, nil
+	})
+	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 0})
 	updateSecret(t, ns, "db", func(s *corev1.Secret) { s.Labels["team"] = "b" })
 	c.WaitMetricsExactly(t.Context(), map[string]float64{reads: 1})
 	updateConfigMap(t, ns, "settings", func(m *corev1.ConfigMap) { m.Data["a"] = "3" })

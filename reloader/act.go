@@ -308,11 +308,10 @@ func (c *Controller) write(ctx context.Context, f *facts, now baseline, changed 
 // baseline and, with changed inputs, rolled out for them: with the versions
 // of the inputs now records as observed (versions.of).
 func (c *Controller) record(f *facts, now baseline, changed []string) map[string]any {
-	annotations := map[string]any{wellknown.ConfigInputs: now.encode(f.dg.id, c.opts.Namespace)}
+	inputs := now.encode(f.dg.id, c.opts.Namespace)
+	annotations := map[string]any{wellknown.ConfigInputs: inputs, wellknown.ConfigVersions: nil}
 	if v := f.observed.versions.of(now, f.observed.now); len(v) > 0 {
-		annotations[wellknown.ConfigVersions] = v.encode()
-	} else if _, ok := f.w.GetAnnotations()[wellknown.ConfigVersions]; ok {
-		annotations[wellknown.ConfigVersions] = nil
+		annotations[wellknown.ConfigVersions] = v.encode(inputs)
 	}
 	if len(changed) > 0 {
 		annotations[wellknown.ReloadedFor] = strings.Join(changed, ", ")

@@ -179,7 +179,11 @@ func New(client kubernetes.Interface, workloads map[string]cache.SharedIndexInfo
 		}
 		c.kinds[kind] = kindInfo{indexer: i.GetIndexer(), hashPath: workload.HashPath(kind)}
 		c.synced = append(c.synced, i.HasSynced)
-		if _, err := i.AddEventHandler(c.workloadHandler()); err != nil {
+	}
+	// The handlers once every kind is known: they read c.kinds (kindList),
+	// which is not changed in place from here on.
+	for _, kind := range workload.Kinds {
+		if _, err := workloads[kind].AddEventHandler(c.workloadHandler()); err != nil {
 			return nil, fmt.Errorf("reloader: %s handler: %w", kind, err)
 		}
 	}

@@ -325,7 +325,7 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 	inBaseline, st := parseBaseline(a[wellknown.ConfigInputs])
 	var recorded versions
 	if st.keyID == dg.id { // the baseline's digests are dg's: one of a recorded version may stand
-		recorded = parseVersions(w.GetAnnotations()[wellknown.ConfigVersions])
+		recorded = parseVersions(a[wellknown.ConfigVersions], a[wellknown.ConfigInputs])
 	}
 	if a[wellknown.Reload] == "false" {
 		return o
@@ -410,7 +410,7 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 	}
 	metadataOnly := content.IsDigested(m) && !content.Read(m)
 	if metadataOnly && !c.holdsRead(m.GetUID()) {
-		if ver, d := recorded[ref.ID()], inBaseline[ref.ID()]; ver != "" && d != "" && ver == versionOf(ref, m.GetResourceVersion()) {
+		if ver, d := recorded[ref.ID()], inBaseline[ref.ID()]; ver != "" && d != "" && ver == versionOf(ref, m.GetUID(), m.GetResourceVersion()) {
 			o.now[ref.ID()], o.versions[ref.ID()] = d, ver
 			return
 		}
@@ -423,7 +423,7 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 		return
 	}
 	if metadataOnly {
-		if ver := versionOf(ref, in.obj.(metav1.Object).GetResourceVersion()); ver != "" {
+		if ver := versionOf(ref, m.GetUID(), in.obj.(metav1.Object).GetResourceVersion()); ver != "" {
 			o.versions[ref.ID()] = ver
 		}
 	}

@@ -21,30 +21,37 @@ func TestVersionOf(t *testing.T) {
 	same := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"a", "b"}}
 	other := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"a"}}
 	optional := inputs.Ref{Kind: wellknown.KindSecret, Name: "db", Keys: []string{"a", "b"}, Optional: true}
-	if got := versionOf(all, "12"); got != "12" {
-		t.Errorf("every key consumed: %q, want the version alone", got)
-	}
-	if versionOf(some, "12") != versionOf(same, "12") {
+	if versionOf(some, "u", "12") != versionOf(same, "u", "12") {
 		t.Error("the same keys in another order made another version")
 	}
 	for _, r := range []inputs.Ref{all, other, optional} {
-		if versionOf(r, "12") == versionOf(some, "12") {
+		if versionOf(r, "u", "12") == versionOf(some, "u", "12") {
 			t.Errorf("%+v and %+v consume differently but made one version", r, some)
 		}
 	}
-	if versionOf(some, "12") == versionOf(some, "13") {
+	if versionOf(some, "u", "12") == versionOf(some, "u", "13") {
 		t.Error("two resourceVersions made one version")
 	}
+	if versionOf(all, "u", "12") == versionOf(all, "u2", "12") {
+		t.Error("two objects of one name at one resourceVersion (an etcd restored, a cluster restored into) made one version")
+	}
 	for _, rv := range []string{"", "1,2", "a=b", "1:2"} {
-		if got := versionOf(all, rv); got != "" {
+		if got := versionOf(all, "u", rv); got != "" {
 			t.Errorf("resourceVersion %q recorded as %q; it cannot be parsed back", rv, got)
 		}
 	}
-	v := versions{"secret/db": versionOf(some, "12"), "configmap/app": "7"}
-	if got := parseVersions(v.encode()); !cmp.Equal(got, v) {
+	const inputs = "key=k1,installation=courier,secret/db=0123456789abcdef"
+	v := versions{"secret/db": versionOf(some, "u", "12"), "configmap/app": versionOf(all, "u2", "7")}
+	if got := parseVersions(v.encode(inputs), inputs); !cmp.Equal(got, v) {
 		t.Errorf("encode then parse: %v, want %v", got, v)
 	}
-	if got := parseVersions("secret/a=1, junk ,=2,configmap/b="); !cmp.Equal(got, versions{"secret/a": "1"}) {
+	if got := parseVersions(v.encode(inputs), inputs+",configmap/app=0123456789abcdef"); got != nil {
+		t.Errorf("versions written with another baseline (an older courier wrote it since, or a person) stood: %v", got)
+	}
+	if got := parseVersions("secret/a=1", inputs); got != nil {
+		t.Errorf("versions naming no baseline stood: %v", got)
+	}
+	if got := parseVersions("inputs="+baselineID(inputs)+",secret/a=1, junk ,=2,configmap/b=", inputs); !cmp.Equal(got, versions{"secret/a": "1"}) {
 		t.Errorf("entries that cannot be read are dropped: %v", got)
 	}
 }
@@ -92,8 +99,12 @@ func TestARestartReadsOnlyTheInputsThatMovedSinceTheBaseline(t *testing.T) {
 		f.put(t, d)
 	}
 
+	ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
+	recorded := func(patch map[string]string) string {
+		return parseVersions(patch[wellknown.ConfigVersions], patch[wellknown.ConfigInputs])["secret/db"]
+	}
 	patches := f.sync(t)
-	if len(patches) != 1 || patches[0][wellknown.ConfigVersions] != "secret/db=1" || reads() != 1 {
+	if len(patches) != 1 || recorded(patches[0]) != versionOf(ref, "u", "1") || reads() != 1 {
 		t.Fatalf("first sight wrote %v after %d reads; want a baseline recording secret/db at version 1, after one read", patches, reads())
 	}
 	apply(patches[0])
@@ -127,7 +138,7 @@ func TestARestartReadsOnlyTheInputsThatMovedSinceTheBaseline(t *testing.T) {
 	write(v3)
 	restart()
 	patches = f.sync(t)
-	if len(patches) != 1 || patches[0]["rollout"] != "yes" || patches[0][wellknown.ConfigVersions] != "secret/db=3" || reads() != 1 {
+	if len(patches) != 1 || patches[0]["rollout"] != "yes" || recorded(patches[0]) != versionOf(ref, "u", "3") || reads() != 1 {
 		t.Fatalf("a change while courier was down: %v after %d reads; want one rollout recording secret/db at version 3, after one read", patches, reads())
 	}
 	apply(patches[0])

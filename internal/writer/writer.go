@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clientmetrics "k8s.io/client-go/tools/metrics"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -156,11 +159,17 @@ func (w *Writer) send(ctx context.Context, obj runtime.Object, update bool) erro
 	if rc == nil { // a fake clientset (unit tests) has none: its typed client
 		return w.typed(ctx, obj, update)
 	}
-	req, params := rc.Post(), runtime.Object(&createOpts)
+	verb, req, params := "POST", rc.Post(), runtime.Object(&createOpts)
 	if update {
-		req, params = rc.Put().Name(m.GetName()), &updateOpts
+		verb, req, params = "PUT", rc.Put().Name(m.GetName()), &updateOpts
 	}
-	body, err := req.Namespace(m.GetNamespace()).Resource(resource).VersionedParams(params, scheme.ParameterCodec).Body(obj).Stream(ctx)
+	// Protobuf as the typed clients speak it to a cluster whose client
+	// sets no content type (another cluster's: informers/remote.go).
+	req = req.UseProtobufAsDefault().Namespace(m.GetNamespace()).Resource(resource).VersionedParams(params, scheme.ParameterCodec).Body(obj)
+	start := time.Now()
+	// Stream records no latency (only Do does): the request's, answer read.
+	defer func() { clientmetrics.RequestLatency.Observe(ctx, verb, url.URL{}, time.Since(start)) }()
+	body, err := req.Stream(ctx)
 	if err != nil {
 		return err
 	}

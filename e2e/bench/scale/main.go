@@ -454,7 +454,7 @@ var targets = []target{
 	{name: "new namespace → 50 replicas", timed: true, issue: "#17", limit: 0.2, unit: " s", value: func(s size) float64 { return s.Scenarios[fresh].median() }},
 	{name: "cold start → ready and leading", timed: true, issue: "#51", limit: 10, unit: " s", value: func(s size) float64 { return s.Scenarios[start].median() }},
 	{name: "start → ready, paired ratio to a bare client listing the same objects in full", timed: true, issue: "#51", limit: 1.0, unit: "×", value: func(s size) float64 { return s.ratio(start) }},
-	{name: "steady RSS", issue: "#51", limit: 128, at: map[int]float64{1000: 40}, unit: " MiB", value: func(s size) float64 { return s.Memory["steadyRssBytes"] / (1 << 20) }},
+	{name: "steady RSS", issue: "#51", limit: 128, at: map[int]float64{1000: 40}, unit: " MiB", value: func(s size) float64 { return nanIfZero(s.Memory["steadyRssBytes"]) / (1 << 20) }},
 	{name: "peak RSS", issue: "#51", limit: 192, unit: " MiB", value: func(s size) float64 { return nanIfZero(s.Memory["peakRssBytes"]) / (1 << 20) }},
 	{name: "live heap after a GC", issue: "#51", limit: 64, unit: " MiB", value: func(s size) float64 { return nanIfZero(s.Memory["steadyLiveHeapBytes"]) / (1 << 20) }},
 	{name: "GC share of steady CPU", issue: "#51", limit: 10, unit: " %", value: func(s size) float64 {
@@ -463,7 +463,7 @@ var targets = []target{
 		}
 		return 100 * s.CPU["steadyGc"] / s.CPU["steady"]
 	}},
-	{name: "Go heap per cached object", issue: "#17", limit: 1.5, unit: " KiB", value: func(s size) float64 { return s.HeapPerObject / 1024 }},
+	{name: "Go heap per cached object", issue: "#17", limit: 1.5, unit: " KiB", value: func(s size) float64 { return nanIfZero(s.HeapPerObject) / 1024 }},
 	{name: "write counts other than N + D per change, 0 per restart, 0 idle", issue: "#17", unit: "", value: func(s size) float64 { return float64(len(s.Problems)) }, exact: true},
 	{name: "OOM kills under the chart's memory limits (`-chart-limits`)", issue: "#17", unit: "", value: func(s size) float64 {
 		if s.OOMKills == nil {
@@ -520,7 +520,8 @@ func readRuns(paths []string) ([]figures, error) {
 
 // judge is a target's cell over the runs of one commit: over fewer than
 // minRuns runs that measured it (a NaN is a run that did not: too few valid
-// repetitions), the first value and "inconclusive"; over more, the median
+// repetitions of a timed target, else a figure the run lacks), the first
+// value and "inconclusive"; over more, the median
 // of the runs' values (each a median of its repetitions), their range, and
 // whether the median is within limit. The commit is named in every cell.
 func judge(all []float64, limit float64, unit, commit string, timed bool) string {
