@@ -852,13 +852,9 @@ func TestALostRolloutWhoseAnswerTookSecondsIsStillTold(t *testing.T) {
 // its consumers out as one held as digests does (#51). One the API server
 // no longer has as the cache saw it is retried, never taken as missing.
 func TestAnInputHeldAsMetadataOnlyIsReadOnce(t *testing.T) {
-	v1 := secret("db", "v1", nil)
-	v1.UID, v1.ResourceVersion = "u", "1"
-	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
-	f := newFixture(t, Options{}, v1, d)
-	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	f, v1, d := readingFixture(t)
 	metadataOnly := func(s *corev1.Secret) any { return f.metadataOnly(t, s) }
-	reads := func() int { return int(testutil.ToFloat64(f.c.metrics.reads)) }
+	reads := f.reads
 	old := metadataOnly(v1)
 	f.baselined(t, d)
 	if got := f.sync(t); len(got) != 0 || reads() != 1 {
@@ -892,6 +888,22 @@ func TestAnInputHeldAsMetadataOnlyIsReadOnce(t *testing.T) {
 		}
 	}
 }
+
+// readingFixture is a fixture of the workload app/web, which reloads for
+// the Secret db (UID u, resourceVersion 1), held as its metadata only and
+// read from the fake API server.
+func readingFixture(t *testing.T) (*fixture, *corev1.Secret, *appsv1.Deployment) {
+	t.Helper()
+	v1 := secret("db", "v1", nil)
+	v1.UID, v1.ResourceVersion = "u", "1"
+	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
+	f := newFixture(t, Options{}, v1, d)
+	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	return f, v1, d
+}
+
+// reads is how many inputs the reloader read.
+func (f *fixture) reads() int { return int(testutil.ToFloat64(f.c.metrics.reads)) }
 
 // metadataOnly stores s in the cache as the informers do when no workload
 // consumes it (content.MetadataOnly), and returns what it stored.

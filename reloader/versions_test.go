@@ -5,12 +5,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/courier-k8s/courier/informers"
 	"github.com/courier-k8s/courier/internal/inputs"
 	"github.com/courier-k8s/courier/internal/wellknown"
 )
@@ -74,13 +72,9 @@ func TestVersionsRecordOnlyWhatTheBaselineRecords(t *testing.T) {
 // which writes no baseline, costs one read per restart until the next
 // baseline; a change is read and rolled out, and recorded at its version.
 func TestARestartReadsOnlyTheInputsThatMovedSinceTheBaseline(t *testing.T) {
-	v1 := secret("db", "v1", nil)
-	v1.UID, v1.ResourceVersion = "u", "1"
-	d := deployment(map[string]string{wellknown.Reload: "true"}, false, "db")
-	f := newFixture(t, Options{}, v1, d)
-	f.c.opts.Read = informers.NewReader(f.client, informers.Scope{}).Read
+	f, v1, d := readingFixture(t)
 	f.metadataOnly(t, v1)
-	reads := func() int { return int(testutil.ToFloat64(f.c.metrics.reads)) }
+	reads := f.reads
 	restart := func() {
 		t.Helper()
 		c, err := New(f.client, f.inf.Workloads(), f.inf.Secrets.Informer(), f.inf.ConfigMaps.Informer(), f.recorder, prometheus.NewRegistry(), zap.NewNop(), f.c.opts)
