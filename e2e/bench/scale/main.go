@@ -611,11 +611,11 @@ func table(shown figures, runs ...figures) string {
 	}
 	if n := len(all.Sizes); n > 0 {
 		largest := all.Sizes[n-1].Namespaces
-		if rss, half, full, err := holds(runs, largest); err == nil {
+		if rss, pace, full, err := holds(runs, largest); err == nil {
 			fmt.Fprintf(&b, "\nWhat the chart's memory limits hold, extrapolated along lines fitted over every run of the newest commit measured at %s namespaces "+
-				"(least squares; clusters of this density): steady RSS reaches %d MiB at about %s namespaces; the live heap reaches half "+
-				"of the chart's GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) at about %s, and GOMEMLIMIT itself "+
-				"(beyond it courier cannot keep its caches under the limits) at about %s; %s.\n", thousands(largest), chartHalfRSS, thousands(rss), thousands(half), thousands(full),
+				"(least squares; clusters of this density): steady RSS reaches %d MiB at about %s namespaces; the live heap reaches "+
+				"GOMEMLIMIT / (1 + GOGC/100) with courier's GOGC of %d (beyond it GOMEMLIMIT, not GOGC, sets when the GC runs) at about %s, and GOMEMLIMIT itself "+
+				"(beyond it courier cannot keep its caches under the limits) at about %s; %s.\n", thousands(largest), chartHalfRSS, thousands(rss), courierGOGC, thousands(pace), thousands(full),
 				holdVerdict(full, measuredAt(ofCommitAt(runs, largest), largest)))
 		}
 	}
@@ -850,14 +850,21 @@ func goMemLimit(s size) float64 {
 	return mib * (1 << 20)
 }
 
+// courierGOGC is the GOGC courier runs with unless told otherwise
+// (main.go): the heap may grow this much (percent) past the live heap
+// before the GC runs.
+const courierGOGC = 50
+
 // holds says, from the runs up to upTo namespaces (the largest measured),
-// where steady RSS reaches the target and the live heap half of the chart's
-// GOMEMLIMIT (beyond it the GC runs more often than GOGC=100 asks) and
-// GOMEMLIMIT itself (beyond it courier cannot keep its caches under the
-// chart's limits), each extrapolated along a line fitted over every run of
-// the commit of the newest run at upTo (runs newest first): a line through
-// the runs of commits that held more or less would describe none of them.
-func holds(runs []figures, upTo int) (rss, half, full int, err error) {
+// where steady RSS reaches half the chart's memory limit, where the live
+// heap reaches the pace point — GOMEMLIMIT / (1 + GOGC/100), beyond which
+// GOMEMLIMIT, not GOGC, sets when the GC runs, so it runs more often — and
+// where it reaches GOMEMLIMIT itself (beyond it courier cannot keep its
+// caches under the chart's limits), each extrapolated along a line fitted
+// over every run of the commit of the newest run at upTo (runs newest
+// first): a line through the runs of commits that held more or less would
+// describe none of them.
+func holds(runs []figures, upTo int) (rss, pace, full int, err error) {
 	runs = ofCommitAt(runs, upTo)
 	r, err := fitOver(runs, upTo, "steadyRssBytes")
 	if err != nil {
@@ -878,5 +885,5 @@ func holds(runs []figures, upTo int) (rss, half, full int, err error) {
 	if limit == 0 {
 		return 0, 0, 0, fmt.Errorf("no run at %d namespaces ran under the chart's GOMEMLIMIT", upTo)
 	}
-	return r.reaches(chartHalfRSS << 20), live.reaches(limit / 2), live.reaches(limit), nil
+	return r.reaches(chartHalfRSS << 20), live.reaches(limit / (1 + courierGOGC/100.0)), live.reaches(limit), nil
 }

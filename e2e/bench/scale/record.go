@@ -105,7 +105,7 @@ func newest(runs []figures) figures {
 // The generated parts of the documents: a block between these markers
 // holds the tables of every committed run, and a figure quoted in prose is
 // written <!-- fig SIZE NAME -->VALUE<!-- /fig -->, VALUE generated from the
-// newest committed run of that size, or, named holds-rss, holds-half or
+// newest committed run of that size, or, named holds-rss, holds-pace or
 // holds-limit, from every committed run up to SIZE namespaces of the commit
 // of the newest run at SIZE (holds).
 const (
@@ -207,8 +207,8 @@ func generate(root string, runs []figures) (map[string][]byte, error) {
 			g := figureRE.FindSubmatch(m)
 			n, _ := strconv.Atoi(string(g[1]))
 			if which, ok := strings.CutPrefix(string(g[2]), "holds-"); ok {
-				rss, half, full, err := holds(runs, n)
-				v := map[string]int{"rss": rss, "half": half, "limit": full}[which]
+				rss, pace, full, err := holds(runs, n)
+				v := map[string]int{"rss": rss, "pace": pace, "limit": full}[which]
 				if err == nil && v <= 0 {
 					err = fmt.Errorf("no such figure, or out of range (%d)", v)
 				}
