@@ -220,13 +220,18 @@ func soakSelector(sel, label string) string { return strings.ReplaceAll(sel, "L"
 func TestSoak(t *testing.T) {
 	seed, replay := soakSeed(t), soakReplay(t)
 	k := newSoak(t, env.courier, seed)
+	var vs []oracle.Violation
 	t.Cleanup(func() {
 		if t.Failed() {
+			// Last, after the couriers' logs: CI shows a failing test's tail.
+			for _, v := range vs {
+				t.Logf("violation: %s", v)
+			}
 			t.Logf("seed %d: rerun these operations with COURIER_SOAK_SEED=%d COURIER_SOAK=%s, or replay them with make soak TRACE=%s",
 				seed, seed, soakDuration(t), k.writeTrace("", k.trace))
 		}
 	})
-	vs := k.run(soakDuration(t), replay)
+	vs = k.run(soakDuration(t), replay)
 	reportViolations(t, "soak", vs)
 	if len(vs) > 0 && replay == nil {
 		k.shortenAndReplay(vs)
