@@ -68,13 +68,7 @@ func (w *Writer) Create(ctx context.Context, obj runtime.Object) error {
 // CreateAndGet creates obj as Create does, without adopting, and returns
 // the object the API server created.
 func (w *Writer) CreateAndGet(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		return w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)
-	case *corev1.ConfigMap:
-		return w.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, createOpts)
-	}
-	return nil, fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
+	return w.typed(ctx, obj, false)
 }
 
 // adopt patches the existing object of obj's name with obj's values of
@@ -157,7 +151,8 @@ func (w *Writer) send(ctx context.Context, obj runtime.Object, update bool) erro
 	}
 	rc, _ := w.client.CoreV1().RESTClient().(*rest.RESTClient)
 	if rc == nil { // a fake clientset (unit tests) has none: its typed client
-		return w.typed(ctx, obj, update)
+		_, err := w.typed(ctx, obj, update)
+		return err
 	}
 	verb, req, params := "POST", rc.Post(), runtime.Object(&createOpts)
 	if update {
@@ -178,24 +173,22 @@ func (w *Writer) send(ctx context.Context, obj runtime.Object, update bool) erro
 	return err
 }
 
-// typed is send through the typed clients.
-func (w *Writer) typed(ctx context.Context, obj runtime.Object, update bool) error {
-	var err error
+// typed is send through the typed clients, which decode the answer: the
+// object written.
+func (w *Writer) typed(ctx context.Context, obj runtime.Object, update bool) (runtime.Object, error) {
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		if update {
-			_, err = w.client.CoreV1().Secrets(o.Namespace).Update(ctx, o, updateOpts)
-		} else {
-			_, err = w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)
+			return w.client.CoreV1().Secrets(o.Namespace).Update(ctx, o, updateOpts)
 		}
+		return w.client.CoreV1().Secrets(o.Namespace).Create(ctx, o, createOpts)
 	case *corev1.ConfigMap:
 		if update {
-			_, err = w.client.CoreV1().ConfigMaps(o.Namespace).Update(ctx, o, updateOpts)
-		} else {
-			_, err = w.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, createOpts)
+			return w.client.CoreV1().ConfigMaps(o.Namespace).Update(ctx, o, updateOpts)
 		}
+		return w.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, createOpts)
 	}
-	return err
+	return nil, fmt.Errorf("courier writes Secrets and ConfigMaps only, not %T", obj)
 }
 
 // Patch applies a JSON patch to the object of kind (wellknown.KindSecret or
