@@ -460,6 +460,14 @@ func (s *suite) report(jobs []job, errs []error, record bool) error {
 			fmt.Printf("  %7.1fs  %s (%s)\n", r.elapsed, r.test, r.job)
 		}
 	}
+	// CI shows the tail of this output: each failed test's own lines
+	// (what it logged and why it failed, not the courier logs it
+	// attached) come last.
+	for _, r := range s.results {
+		if r.action == "fail" {
+			fmt.Printf("\nWhy %s failed (%s):\n%s", r.test, r.job, headlines(r.output))
+		}
+	}
 	wall := time.Since(s.start).Round(time.Second)
 	fmt.Printf("Total: %d passed, %d failed, %d skipped, %d did not run; %s of tests in %s wall\n",
 		counts["pass"], counts["fail"], counts["skip"], len(missing), (time.Duration(sum) * time.Second).Round(time.Second), wall)
@@ -540,4 +548,25 @@ func command(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()
+}
+
+// testLine is the first line of a t.Log or t.Error of a test ("    x_test.go:12: ...");
+// the lines continuing one (a courier log it attaches) are indented further.
+var testLine = regexp.MustCompile(`^\s{4}\S+\.go:\d+: `)
+
+// headlines are the first lines of what a test logged, each cut to 300
+// characters.
+func headlines(output []string) string {
+	var b strings.Builder
+	for _, l := range output {
+		if !testLine.MatchString(l) && !strings.HasPrefix(l, "--- FAIL") {
+			continue
+		}
+		l = strings.TrimRight(l, "\n")
+		if len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }
