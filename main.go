@@ -335,6 +335,7 @@ func build(o config.Options, cs clients, recorder record.EventRecorder, reg prom
 		Namespace:    o.Namespace,
 		Read:         reader.Read,
 		ReadAt:       reader.ReadAt,
+		ExistedAt:    finder.ExistedAt,
 		View:         v,
 		Finder:       finder,
 		KeyLabels:    keyLabels,

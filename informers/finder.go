@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 
 	"github.com/courier-k8s/courier/internal/view"
@@ -58,6 +59,26 @@ func (f Finder) Find(ctx context.Context, kind, namespace, name string) (*metav1
 		}
 	}
 	return nil, nil
+}
+
+// ExistedAt reports whether the object uid, resource gvr namespace/name,
+// was there at resourceVersion version: one list by name at that exact
+// version (etcd keeps it until compacted; then the API server answers 410
+// Gone, an error), asking for metadata only.
+func (f Finder) ExistedAt(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, version string) (bool, error) {
+	l, err := f.client.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+		ResourceVersion: version, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, m := range l.Items {
+		if m.Name == name && m.UID == uid {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // byName is the field selector of a list of kind's object name: one key for

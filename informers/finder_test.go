@@ -1,11 +1,18 @@
 package informers
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/courier-k8s/courier/internal/wellknown"
@@ -37,5 +44,37 @@ func TestFinderReadsByNameAndKeepsNoAnnotation(t *testing.T) {
 	}
 	if _, ok := client.Actions()[0].(k8stesting.ListAction); !ok {
 		t.Errorf("the read is a %T, want a list (the Role grants no get)", client.Actions()[0])
+	}
+}
+
+// ExistedAt asks for the very version (an exact list by name, as the
+// request on the wire says), and an object of that name with another UID
+// (deleted and made again since) is not the one asked about.
+func TestExistedAtListsByNameAtTheExactVersionAndMatchesTheUID(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path+"?"+r.URL.Query().Encode())
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"4"},`+
+			`"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"namespace":"app","name":"web","uid":"w1"}}]}`)
+	}))
+	defer srv.Close()
+	client, err := metadata.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFinder(client)
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	for _, tt := range []struct {
+		uid  types.UID
+		want bool
+	}{{"w1", true}, {"w2", false}} {
+		if got, err := f.ExistedAt(t.Context(), deployments, "app", "web", tt.uid, "4"); err != nil || got != tt.want {
+			t.Errorf("ExistedAt(web, %s) = %v, %v; want %v", tt.uid, got, err, tt.want)
+		}
+	}
+	want := "/apis/apps/v1/namespaces/app/deployments?fieldSelector=metadata.name%3Dweb&resourceVersion=4&resourceVersionMatch=Exact"
+	if len(asked) != 2 || asked[0] != want {
+		t.Errorf("asked %q, want twice %q", asked, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -108,6 +109,9 @@ type Options struct {
 	Read func(ctx context.Context, kind, namespace, name string) (runtime.Object, error)
 	// ReadAt reads one as it was at a resourceVersion (nil: never).
 	ReadAt func(ctx context.Context, kind, namespace, name, version string) (runtime.Object, error)
+	// ExistedAt reports whether the object uid of resource gvr was there
+	// at a resourceVersion (nil: taken as there; informers.Finder).
+	ExistedAt func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, version string) (bool, error)
 }
 
 // Controller is the reloader.
@@ -461,7 +465,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 			}
 			optedInWithChange := contentChanged && optedIn
 			if optedInWithChange {
-				c.remember(ik, old, om.GetResourceVersion())
+				c.remember(ik, old, om.GetResourceVersion(), nm.GetResourceVersion())
 			}
 			enqueueConsumers(newObj, contentChanged)
 			if reloadChanged {
@@ -472,7 +476,7 @@ func (c *Controller) inputHandler(kind string, indexer cache.Indexer) cache.Reso
 				for _, r := range replicas {
 					if h := c.held(r); optedInWithChange && h != nil {
 						rm, _ := meta.Accessor(r)
-						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), h, "")
+						c.remember(informers.InputKey(kind, rm.GetNamespace(), rm.GetName()), h, "", nm.GetResourceVersion())
 					}
 					enqueueConsumers(r, false)
 				}
@@ -507,28 +511,34 @@ func (c *Controller) countChange(ik string, obj any, now time.Time) {
 // opt-in (one apply adding courier.dev/reload: "true" and a new value): its
 // consumers, which have no baseline yet, are compared with it rather than
 // taking the new content as their first baseline, so that change rolls out.
-// Only the workloads that consumed the input when the change was seen are
-// its consumers: one created after (even in the same second, or on a node
-// whose clock runs ahead) is at its first sight, never rolled out.
+// Only the workloads that consumed the input when the change was seen, and
+// existed before it, are its consumers: one created after (even in the same
+// second, or on a node whose clock runs ahead, or seen by courier's cache of
+// workloads before it saw the change: two watches have no order between
+// them) is at its first sight, never rolled out.
 type hint struct {
 	obj any // the input before the change, digested
 	// version is the input's resourceVersion before the change, when
 	// courier held only its metadata then: obj is read at that version
 	// (Options.ReadAt) when a consumer first needs it.
-	version   string
-	consumers map[types.UID]bool
+	version string
+	// at is the change's resourceVersion; consumers, the resourceVersion
+	// of each workload consuming the input when courier saw the change.
+	at        string
+	consumers map[types.UID]string
 }
 
 // hintTTL is how long a hint (and a template record) is kept: past the
 // debounce, every consumer of the change has been synced.
 func hintTTL(debounce time.Duration) time.Duration { return 2*debounce + 10*time.Second }
 
-// remember keeps the hint of a change of the input inputKey: before is what
-// courier held of the input before it (held), or nil when it held its
-// metadata only, then version, its resourceVersion before the change, is
-// where a consumer reads it (previous).
-func (c *Controller) remember(inputKey string, before any, version string) {
-	h := hint{version: version, consumers: c.consumerUIDs(inputKey)}
+// remember keeps the hint of a change (at: its resourceVersion) of the
+// input inputKey: before is what courier held of the input before it
+// (held), or nil when it held its metadata only, then version, its
+// resourceVersion before the change, is where a consumer reads it
+// (previous).
+func (c *Controller) remember(inputKey string, before any, version, at string) {
+	h := hint{version: version, at: at, consumers: c.consumersNow(inputKey)}
 	if before != nil {
 		h.obj = content.DigestedCopy(before) // never its values
 	}
@@ -555,10 +565,11 @@ func (c *Controller) held(obj any) any {
 	return nil
 }
 
-// consumerUIDs are the workloads in the cache that consume the input now:
-// its consumers, and the Rollouts taking their template from one of them.
-func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
-	out := map[types.UID]bool{}
+// consumersNow are the workloads in the cache that consume the input now
+// (its consumers, and the Rollouts taking their template from one of them),
+// each with its resourceVersion.
+func (c *Controller) consumersNow(inputKey string) map[types.UID]string {
+	out := map[types.UID]string{}
 	for kind, info := range c.kindList() {
 		objs, _ := informers.Consumers(info.indexer, inputKey)
 		for _, o := range objs {
@@ -566,12 +577,12 @@ func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
 			if err != nil {
 				continue
 			}
-			out[m.GetUID()] = true
+			out[m.GetUID()] = m.GetResourceVersion()
 			for _, r := range c.referencing(key{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}) {
 				if info, ok := c.kind(r.Kind); ok {
 					if ro, ok, _ := info.indexer.GetByKey(r.Namespace + "/" + r.Name); ok {
 						if rm, err := meta.Accessor(ro); err == nil {
-							out[rm.GetUID()] = true
+							out[rm.GetUID()] = rm.GetResourceVersion()
 						}
 					}
 				}
@@ -581,12 +592,16 @@ func (c *Controller) consumerUIDs(inputKey string) map[types.UID]bool {
 	return out
 }
 
-// previous is the hint for an input that changed recently, if the workload
-// uid consumed it then.
-func (c *Controller) previous(ctx context.Context, kind, namespace, name string, uid types.UID) (any, bool) {
+// previous is the hint for the input kind/name that changed recently, if
+// workload k (its UID uid) consumed it then.
+func (c *Controller) previous(ctx context.Context, k key, uid types.UID, kind, name string) (any, bool) {
+	namespace := k.Namespace
 	ik := informers.InputKey(kind, namespace, name)
 	h, _, ok := c.hints.Get(ik)
-	if !ok || !h.consumers[uid] {
+	if !ok {
+		return nil, false
+	}
+	if v, ok := h.consumers[uid]; !ok || (newerVersion(v, h.at) && !c.existedAt(ctx, k, uid, h.at)) {
 		return nil, false
 	}
 	if h.obj == nil {
@@ -611,6 +626,29 @@ func (c *Controller) previous(ctx context.Context, kind, namespace, name string,
 		})
 	}
 	return h.obj, true
+}
+
+// existedAt reports whether workload k (its UID uid), written since the
+// version of a change, existed at it: the API server's answer (one list by
+// name at that exact version), or, when it cannot give one (the version
+// compacted), true, so the change rolls it out rather than miss it.
+func (c *Controller) existedAt(ctx context.Context, k key, uid types.UID, version string) bool {
+	if c.opts.ExistedAt == nil {
+		return true
+	}
+	gvr, ok := workload.BuiltIn(k.Kind)
+	if info, custom := c.kind(k.Kind); custom && info.gvr != nil {
+		gvr, ok = *info.gvr, true
+	}
+	if !ok {
+		return true
+	}
+	existed, err := c.opts.ExistedAt(ctx, gvr, k.Namespace, k.Name, uid, version)
+	if err != nil {
+		c.logger.Debug("could not tell whether a workload existed before a change made with its input's opt-in: taken as existing", zap.Stringer("workload", k), zap.String("version", version), zap.Error(err))
+		return true
+	}
+	return existed
 }
 
 // changed reports whether a and b differ at any of keys.

@@ -264,7 +264,7 @@ func TestAnInputGoneFromTheCacheMidObserveIsObservedAsRead(t *testing.T) {
 	read := secret("db", "v1", nil) // read, then deleted: not in the cache
 	o := observed{now: baseline{}, optional: map[string]bool{}, missingKeys: map[string][]string{}, previous: baseline{}, legacy: baseline{}, hidden: map[string]bool{}}
 	ref := inputs.Ref{Kind: wellknown.KindSecret, Name: "db"}
-	f.c.observeInput(t.Context(), &o, "app", "w", ref, read, nil, nil)
+	f.c.observeInput(t.Context(), &o, key{Kind: workload.Deployment, Namespace: "app", Name: "web"}, "w", ref, read, nil, nil)
 	if o.now[ref.ID()] == "" {
 		t.Errorf("observed %+v, want the digest of what was read", o.now)
 	}
@@ -992,5 +992,63 @@ func TestADigestKeyThatLostItsManagedByLabelIsLabelledAgain(t *testing.T) {
 	}
 	if !labelled {
 		t.Errorf("the digest key was not labelled %s=%s again: %v", wellknown.ManagedBy, wellknown.ManagedByValue, f.client.Actions())
+	}
+}
+
+// A workload created just after a change made together with its input's
+// opt-in, which courier's cache of workloads saw before it saw the change
+// (two watches, no order between them), is at its first sight: no rollout
+// (SPEC: "a workload created with it, even in the same second, is at its
+// first sight"). One written since the change (its resourceVersion later
+// than the change's) existed before it only if the API server says so at
+// the change's version; one it cannot answer for rolls out, as before.
+func TestAWorkloadCreatedAfterAChangeWithItsOptInIsAtItsFirstSight(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string // the workload's, in the cache when the change is seen (the change is 4)
+		existed func() (bool, error)
+		asked   bool
+		rolls   bool
+	}{
+		{"written before the change", "3", nil, false, true},
+		{"created after it", "5", func() (bool, error) { return false, nil }, true, false},
+		{"written since, existing before it", "5", func() (bool, error) { return true, nil }, true, true},
+		{"the API server cannot say (compacted)", "5", func() (bool, error) { return false, errors.New("compacted") }, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v1 := secret("db", "v1", nil)
+			v1.UID, v1.ResourceVersion = "u", "1"
+			d := deployment(nil, false, "db")
+			d.UID, d.ResourceVersion = "w", tt.version
+			f := newFixture(t, Options{}, v1, d)
+			f.c.opts.ReadAt = func(context.Context, string, string, string, string) (runtime.Object, error) {
+				return v1.DeepCopy(), nil
+			}
+			asked := false
+			f.c.opts.ExistedAt = func(_ context.Context, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, version string) (bool, error) {
+				asked = true
+				if gvr.Resource != "deployments" || namespace != "app" || name != "web" || uid != "w" || version != "4" {
+					t.Errorf("asked of %v %s/%s (%s) at %s, want deployments app/web (w) at 4", gvr, namespace, name, uid, version)
+				}
+				return tt.existed()
+			}
+			old := f.metadataOnly(t, v1)
+			v2 := secret("db", "v2", map[string]string{wellknown.Reload: "true"})
+			v2.UID, v2.ResourceVersion = "u", "4"
+			if _, err := f.client.CoreV1().Secrets("app").Update(t.Context(), v2, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			f.put(t, v2)
+			n, _, _ := f.inf.Secrets.Informer().GetIndexer().GetByKey("app/db")
+			f.c.inputHandler(wellknown.KindSecret, f.inf.Secrets.Informer().GetIndexer()).OnUpdate(old, n)
+			got := f.sync(t)
+			if len(got) != 1 || (got[0]["rollout"] == "yes") != tt.rolls {
+				t.Errorf("patches %v, want one, rolling out: %v", got, tt.rolls)
+			}
+			if asked != tt.asked {
+				t.Errorf("asked the API server: %v, want %v", asked, tt.asked)
+			}
+		})
 	}
 }

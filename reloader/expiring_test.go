@@ -90,12 +90,12 @@ func TestTemplateRecordsLiveAsLongAsTheirWorkload(t *testing.T) {
 		t.Fatalf("%d template records after the workload went", n)
 	}
 	f.c.rememberTemplate(obj, "5")
-	f.c.remember(informers.InputKey("Secret", d.Namespace, "a"), secret("a", "old", nil), "")
+	f.c.remember(informers.InputKey("Secret", d.Namespace, "a"), secret("a", "old", nil), "", "4")
 	clock.Step(hintTTL(2*time.Second) + time.Millisecond)
 	if _, ok := f.c.templateBefore(d.UID); ok {
 		t.Error("a template record outlived hintTTL")
 	}
-	if _, ok := f.c.previous(t.Context(), "Secret", d.Namespace, "a", d.UID); ok {
+	if _, ok := f.c.previous(t.Context(), key{Kind: "Deployment", Namespace: d.Namespace, Name: d.Name}, d.UID, "Secret", "a"); ok {
 		t.Error("a hint outlived hintTTL")
 	}
 }

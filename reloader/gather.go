@@ -377,7 +377,7 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 			continue
 		}
 		o.optional[ref.ID()] = ref.Optional
-		c.observeInput(ctx, &o, k.Namespace, w.GetUID(), ref, m, inBaseline, recorded)
+		c.observeInput(ctx, &o, k, w.GetUID(), ref, m, inBaseline, recorded)
 	}
 	if len(badPatterns) > 0 {
 		slices.Sort(badPatterns)
@@ -389,10 +389,10 @@ func (c *Controller) observe(ctx context.Context, k key, obj, tmplObj any, dg di
 }
 
 // observeInput reads one opted-in input, m as cached (nil: the cache lacks
-// it), of the workload uid in namespace into o. An input the cache holds
+// it), of workload k (its UID uid) into o. An input the cache holds
 // the metadata of only, at the version its baseline digest was made of
 // (recorded), is not read: that digest is its digest.
-func (c *Controller) observeInput(ctx context.Context, o *observed, namespace string, uid types.UID, ref inputs.Ref, m metav1.Object, inBaseline baseline, recorded versions) {
+func (c *Controller) observeInput(ctx context.Context, o *observed, k key, uid types.UID, ref inputs.Ref, m metav1.Object, inBaseline baseline, recorded versions) {
 	if m == nil {
 		_, seen := inBaseline[ref.ID()]
 		switch {
@@ -402,7 +402,7 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 			// list in again has not refilled yet): not missing.
 			o.hidden[ref.ID()] = c.providersSynced == nil || !c.providersSynced()
 		default:
-			a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, namespace, ref.Name)
+			a, err := c.opts.View.Confirm(ctx, c.opts.Finder, ref.Kind, k.Namespace, ref.Name)
 			o.hidden[ref.ID()] = !a.Gone // outside the view, or not in the cache yet
 			o.err = errors.Join(o.err, err)
 		}
@@ -439,7 +439,7 @@ func (c *Controller) observeInput(ctx context.Context, o *observed, namespace st
 		o.legacy[ref.ID()] = o.digester.consumedDigest(ref, in.entries)
 	}
 	if _, ok := inBaseline[ref.ID()]; !ok {
-		if prev, ok := c.previous(ctx, ref.Kind, namespace, ref.Name, uid); ok {
+		if prev, ok := c.previous(ctx, k, uid, ref.Kind, ref.Name); ok {
 			o.previous[ref.ID()] = o.digester.consumedDigest(ref, consumedEntries(ref, prev, content.Entries(prev)))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +38,21 @@ const (
 
 // Kinds lists every workload kind, in a fixed order.
 var Kinds = []string{Deployment, StatefulSet, DaemonSet, CronJob, Job}
+
+// resources are the built-in kinds' API resources.
+var resources = map[string]schema.GroupVersionResource{
+	Deployment:  {Group: "apps", Version: "v1", Resource: "deployments"},
+	StatefulSet: {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	DaemonSet:   {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	CronJob:     {Group: "batch", Version: "v1", Resource: "cronjobs"},
+	Job:         {Group: "batch", Version: "v1", Resource: "jobs"},
+}
+
+// BuiltIn is the API resource of a built-in kind.
+func BuiltIn(kind string) (schema.GroupVersionResource, bool) {
+	r, ok := resources[kind]
+	return r, ok
+}
 
 // Of returns the kind of a typed workload object, as the API serves it, and
 // its pod template (for a CronJob, its job template's); "" and nil for any
