@@ -53,7 +53,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	var lastErr error
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		lastErr = err
+		// The last poll's request may be cut short by the timeout itself:
+		// the error before it says more.
+		if lastErr == nil || err == nil || (ctx.Err() == nil && !strings.Contains(err.Error(), "context deadline")) {
+			lastErr = err
+		}
 		return ok, nil
 	})
 	if err != nil {
@@ -218,11 +222,27 @@ func equalData(a, b map[string][]byte) bool {
 }
 
 // eventWith reports whether an Event with reason on object ns/name has a
-// message containing every one of parts.
+// message containing every one of parts. While there is none, its error
+// says what Events the object has (eventually's failure shows it).
 func eventWith(ns, name, reason string, parts ...string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		evs, err := matchingEvents(ctx, ns, name, reason, parts)
-		return len(evs) > 0, err
+		if err != nil || len(evs) > 0 {
+			return len(evs) > 0, err
+		}
+		all, err := admin().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, err
+		}
+		var seen []string
+		for _, e := range all.Items {
+			m := e.Message
+			if len(m) > 200 {
+				m = m[:200] + "…"
+			}
+			seen = append(seen, fmt.Sprintf("%s (x%d): %s", e.Reason, max(1, e.Count), m))
+		}
+		return false, fmt.Errorf("none yet; the Events on %s/%s: %q", ns, name, seen)
 	}
 }
 
