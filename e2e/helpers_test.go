@@ -222,13 +222,21 @@ func equalData(a, b map[string][]byte) bool {
 }
 
 // eventWith reports whether an Event with reason on object ns/name has a
-// message containing every one of parts. While there is none, its error
-// says what Events the object has (eventually's failure shows it).
+// message containing every one of parts.
 func eventWith(ns, name, reason string, parts ...string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		evs, err := matchingEvents(ctx, ns, name, reason, parts)
-		if err != nil || len(evs) > 0 {
-			return len(evs) > 0, err
+		return len(evs) > 0, err
+	}
+}
+
+// saying is eventWith for eventually alone: while there is no such Event,
+// its error says what Events the object has, so a wait that fails shows
+// what courier said instead (other callers take any error for a failure).
+func saying(ns, name, reason string, parts ...string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if ok, err := eventWith(ns, name, reason, parts...)(ctx); ok || err != nil {
+			return ok, err
 		}
 		all, err := admin().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 		if err != nil {

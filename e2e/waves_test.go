@@ -766,7 +766,7 @@ func TestAWaveWaitsForAWatchedNamespaceCourierCannotList(t *testing.T) {
 	updateSecret(t, a, "ca", func(x *corev1.Secret) { x.Data["crt"] = []byte("v2") })
 	// What it says, not how soon: under CI's load (stop 65), once
 	// no such Event came within converge (and what did was not printed).
-	eventually(t, 30*time.Second, "api told what it waits for", eventWith(a, "api", "ReloadWaiting", "namespace "+b+" (courier cannot list there now"))
+	eventually(t, 30*time.Second, "api told what it waits for", saying(a, "api", "ReloadWaiting", "namespace "+b+" (courier cannot list there now"))
 	noRollout(t, a, "api", 1)
 
 	scopedIdentity(t, sa, scopedRules(t), b) // courier may list in b now
