@@ -90,6 +90,17 @@ func waveDeployment(t *testing.T, ns, name, wave string, edit func(*appsv1.Deplo
 		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
 	}
 	settled(t, ns, name)
+	if _, err := admin().CoreV1().Secrets(ns).Get(t.Context(), "ca", metav1.GetOptions{}); err == nil {
+		// Its baseline records ca as it is now: courier's cache of Secrets
+		// may see ca after its cache of Deployments saw the workload (two
+		// watches, no order), and then a change of ca within the debounce
+		// of its appearance is taken for its first content (no rollout,
+		// nothing told; docs/reload.md).
+		eventually(t, converge, ns+"/"+name+"'s baseline records secret/ca", func(ctx context.Context) (bool, error) {
+			d, err := admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && strings.Contains(d.Annotations[keyInputs], "secret/ca="), err
+		})
+	}
 	eventually(t, 30*time.Second, ns+"/"+name+" healthy", func(ctx context.Context) (bool, error) {
 		st, err := deploymentNow(ctx, ns, name)
 		return st.healthy, err
